@@ -1,0 +1,58 @@
+"""Every error ragd reports to a person, in one place.
+
+Each carries a message (what went wrong) and a hint (what to do). The edges translate them
+once: the CLI prints both and exits non-zero, the MCP bridge returns a tool error, the tray
+changes state.
+"""
+
+from __future__ import annotations
+
+
+class RagdError(Exception):
+    """Base class: an expected failure with an actionable hint."""
+
+    code = "error"
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class ConfigError(RagdError):
+    code = "config"
+
+
+class InvalidArgument(RagdError):
+    """A request parameter is wrong; ``param`` names it."""
+
+    code = "invalid_argument"
+
+    def __init__(self, param: str, message: str, hint: str = "") -> None:
+        super().__init__(f"{param}: {message}", hint)
+        self.param = param
+
+
+class NotFound(RagdError):
+    code = "not_found"
+
+
+class IndexMismatch(RagdError):
+    """The stored indexes were built with another embedding fingerprint."""
+
+    code = "index_mismatch"
+
+
+class DaemonUnavailable(RagdError):
+    code = "daemon_unavailable"
+
+
+class ProtocolMismatch(RagdError):
+    code = "protocol_mismatch"
+
+
+class AlreadyRunning(RagdError):
+    code = "already_running"

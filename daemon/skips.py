@@ -1,0 +1,30 @@
+"""Stable codes for files that were skipped, or indexed with a warning.
+
+The codes are part of the user-facing surface (CLI summary, status, tray): never rename one.
+"""
+
+from __future__ import annotations
+
+# code -> what the user should know / do
+SKIP_CODES: dict[str, str] = {
+    "too_large": "file is larger than max_file_mb; raise the limit in config.toml to index it",
+    "binary": "file looks binary (contains NUL bytes) although its name says text",
+    "empty": "file is empty: nothing to index",
+    "unreadable": "file could not be read (permissions or I/O error)",
+    "symlink_loop": "symbolic link loop: the link points back at itself",
+    "broken_link": "symbolic link whose target does not exist",
+    "not_regular": "not a regular file (a pipe, socket or device)",
+    "parse_error": "the file could not be parsed",
+    "vanished": "file disappeared while it was being indexed",
+}
+
+# Problems that did not stop a file from being indexed.
+WARNING_CODES: dict[str, str] = {
+    "bad_frontmatter": "frontmatter is not valid YAML: indexed the text without its metadata",
+    "invalid_utf8": "file is not valid UTF-8: undecodable bytes were replaced",
+}
+
+
+def describe(code: str) -> str:
+    """Return the explanation of a skip or warning code."""
+    return SKIP_CODES.get(code) or WARNING_CODES.get(code) or code

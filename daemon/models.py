@@ -76,3 +76,4 @@ class SourceRecord:
     mtime_ns: int
     sha256: str
     status: str
+    skip_code: str | None = None

@@ -1,0 +1,38 @@
+# ragd: the two commands a fresh clone needs are `make run` and `make test`.
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+PIP     := $(PY) -m pip install --quiet --disable-pip-version-check
+VAULT   ?=
+export HF_HUB_OFFLINE := 1
+
+.PHONY: setup run test test-fast lint bench bench-full clean
+
+setup: $(VENV)/.installed
+
+# torch 2.13.0 first: that pin takes the CPU build; anything else pulls a multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) torch==2.13.0
+	$(PIP) -e ".[dev]" --config-settings editable_mode=compat
+	touch $@
+
+run: setup  ## index your vault (found from Obsidian, or VAULT=path) and serve searches
+	$(VENV)/bin/ragd index $(VAULT)
+	$(VENV)/bin/ragd daemon $(if $(VAULT),--vault "$(VAULT)")
+
+test: setup  ## the whole suite, as CI runs it
+	$(VENV)/bin/ruff check daemon mcp_bridge tray tests bench
+	$(VENV)/bin/pytest -q
+
+test-fast: setup  ## unit tests only (no model, no processes)
+	$(VENV)/bin/pytest -q -m "not slow"
+
+lint: setup
+	$(VENV)/bin/ruff check daemon mcp_bridge tray tests bench
+	$(VENV)/bin/mypy daemon mcp_bridge tray
+
+bench: setup  ## the quick benchmark set (a few minutes)
+	$(PY) bench/ingest.py --quick
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

@@ -1,0 +1,177 @@
+"""The composition root: the only place that opens and closes resources, in a fixed order.
+
+catalog -> embedder -> FAISS -> Whoosh -> indexer -> search; closed in reverse.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from daemon.catalog import Catalog, Collection
+from daemon.config import Config
+from daemon.embedding import Embedder, SentenceTransformerEmbedder
+from daemon.errors import ConfigError, InvalidArgument, NotFound
+from daemon.indexer.pipeline import Indexer, IndexReport, Progress
+from daemon.paths import Paths
+from daemon.search.engine import SearchEngine, SearchSettings
+from daemon.sources.base import kind_for
+from daemon.stores.fulltext import WhooshStore
+from daemon.stores.vectors import FaissStore
+from daemon.vaults import discover_vaults
+
+log = logging.getLogger(__name__)
+
+SYSTEM_DESCRIPTIONS = {
+    "obsidian": "Obsidian vault notes (markdown with tags, aliases and wikilinks)",
+}
+
+
+def vault_roots(config: Config) -> list[Path]:
+    """Configured vaults, else the ones Obsidian itself lists (open vault first)."""
+    if config.obsidian.vaults:
+        return [Path(v).expanduser() for v in config.obsidian.vaults]
+    return discover_vaults()
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "vault"
+
+
+class App:
+    """Everything the daemon (or the in-process CLI) needs, opened once."""
+
+    def __init__(self, paths: Paths, config: Config, *, embedder: Embedder | None = None,
+                 on_progress: Callable[[Progress], None] | None = None,
+                 indexing: Callable[[], dict[str, Any] | None] = lambda: None,
+                 should_stop: Callable[[], bool] | None = None) -> None:
+        self.paths = paths
+        self.config = config
+        paths.ensure()
+        self.catalog = Catalog(paths.catalog_path)
+        try:
+            emb = config.embedding
+            self.embedder = embedder or SentenceTransformerEmbedder(
+                emb.model, batch_size=emb.batch_size, threads=emb.threads, device=emb.device)
+            fp = self.embedder.fingerprint
+            self.faiss = FaissStore(paths.faiss_dir, fp, self.embedder.dimension)
+            self.whoosh = WhooshStore(paths.whoosh_dir)
+        except BaseException:
+            self.catalog.close()
+            raise
+        self.indexer = Indexer(self.catalog, self.embedder, [self.faiss, self.whoosh],
+                               max_file_bytes=int(config.index.max_file_mb * 1024 * 1024),
+                               on_progress=on_progress, should_stop=should_stop)
+        s = config.search
+        self.search_engine = SearchEngine(
+            self.catalog, self.embedder, self.faiss, self.whoosh,
+            SearchSettings(rrf_k=s.rrf_k, keyword_weight=s.keyword_weight,
+                           semantic_weight=s.semantic_weight, exact_weight=s.exact_weight,
+                           overfetch=s.overfetch, max_per_source=s.max_per_source),
+            indexing)
+        self.reembed_needed = self._check_fingerprint()
+        self.register_system_collections()
+        # Replay what a crash left between the catalog commit and the index writes.
+        self.indexer.catch_up()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def close(self) -> None:
+        try:
+            self.indexer.save()
+        finally:
+            self.whoosh.close()
+            self.catalog.close()
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_fingerprint(self) -> bool:
+        """A changed model or chunker means a visible full re-embed, never mixed vectors."""
+        fp = self.embedder.fingerprint
+        stored = self.catalog.get_meta("fingerprint")
+        has_chunks = bool(self.catalog.last_op()) or bool(self.catalog.collections())
+        if stored is not None and stored != fp and has_chunks:
+            log.warning("embedding fingerprint changed (%s -> %s): every source will be "
+                        "re-chunked and re-embedded", stored, fp)
+            self.faiss.reset(fp)
+            return True
+        if self.faiss.stale:
+            # Vectors are cached in the catalog: rebuilding FAISS costs no embedding.
+            self.indexer.rebuild(["faiss"])
+        self.catalog.set_meta("fingerprint", fp)
+        return False
+
+    # -- collections --------------------------------------------------------------------------
+    def register_system_collections(self) -> list[Collection]:
+        """Register the configured (or discovered) vaults: the first is `obsidian`."""
+        out: list[Collection] = []
+        if not self.config.obsidian.enabled:
+            return out
+        for n, root in enumerate(vault_roots(self.config)):
+            name = "obsidian" if n == 0 else f"obsidian-{_slug(root.name)}"
+            desc = SYSTEM_DESCRIPTIONS["obsidian"] + f": {root.name}"
+            out.append(self.catalog.ensure_collection(
+                name, type="system", kind="vault", root=str(root.resolve()), description=desc))
+        return out
+
+    def create_project(self, name: str, path: str) -> Collection:
+        """A user-named project collection over any folder."""
+        root = Path(path).expanduser()
+        if not root.is_dir():
+            raise InvalidArgument("path", f"{path!r} is not an existing folder",
+                                  "pass the absolute path of a folder to index")
+        existing = self.catalog.collection(name)
+        if existing is not None and existing.type != "project":
+            raise InvalidArgument("collection", f"{name!r} is a {existing.type} collection",
+                                  "choose another name for the project")
+        return self.catalog.ensure_collection(
+            name, type="project", kind="folder", root=str(root.resolve()),
+            description=f"Project folder {root.resolve()}")
+
+    def collection(self, name: str) -> Collection:
+        coll = self.catalog.collection(name)
+        if coll is None:
+            known = ", ".join(c.name for c in self.catalog.collections()) or "none"
+            raise NotFound(f"unknown collection {name!r}",
+                           f"known collections: {known}; pass a path to create a project")
+        return coll
+
+    # -- indexing -----------------------------------------------------------------------------
+    def sync_collection(self, coll: Collection, *, paths: Sequence[str] | None = None,
+                        force: bool = False) -> IndexReport:
+        root = Path(coll.root)
+        if not root.is_dir():
+            raise ConfigError(f"the folder of collection {coll.name!r} does not exist: {root}",
+                              "check the path in config.toml, or remount the drive")
+        kind = kind_for(coll.kind, self.config.index.exclude)
+        return self.indexer.sync(coll, kind, paths=paths, force=force or self.reembed_needed)
+
+    def sync_all(self, names: Sequence[str] | None = None) -> list[IndexReport]:
+        colls = [self.collection(n) for n in names] if names else self.catalog.collections()
+        reports = [self.sync_collection(c) for c in colls]
+        if self.reembed_needed and not names:
+            self.reembed_needed = False
+            self.catalog.set_meta("fingerprint", self.embedder.fingerprint)
+            self.catalog.prune_embeddings(self.embedder.fingerprint)
+        return reports
+
+    def rebuild(self, which: Sequence[str]) -> dict[str, int]:
+        return self.indexer.rebuild(which)
+
+    def consistency(self) -> dict[str, Any]:
+        """Do the catalog, FAISS and Whoosh hold exactly the same chunk ids?"""
+        cat = self.catalog.all_chunk_ids()
+        fai = self.faiss.ids()
+        who = self.whoosh.ids()
+        return {
+            "catalog": len(cat), "faiss": len(fai), "whoosh": len(who),
+            "missing_in_faiss": len(cat - fai), "orphans_in_faiss": len(fai - cat),
+            "missing_in_whoosh": len(cat - who), "orphans_in_whoosh": len(who - cat),
+            "ok": cat == fai == who,
+        }

@@ -1,0 +1,599 @@
+"""The catalog: the single source of truth that every index is a projection of.
+
+One SQLite database (WAL) holds collections, sources, chunks, cached embeddings and the ops
+journal. A source update is one transaction that also appends ops (chunk id upserted or
+deleted); the FAISS and Whoosh writers replay those ops idempotently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from daemon.models import ChunkDraft, SourceRecord
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS collections (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    type TEXT NOT NULL,            -- system | code | project
+    kind TEXT NOT NULL,            -- vault | folder | ...
+    root TEXT NOT NULL,
+    description TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    last_indexed REAL
+);
+CREATE TABLE IF NOT EXISTS sources (
+    id INTEGER PRIMARY KEY,
+    collection_id INTEGER NOT NULL REFERENCES collections(id),
+    path TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    status TEXT NOT NULL,          -- ok | skipped
+    skip_code TEXT,
+    skip_detail TEXT,
+    warnings TEXT NOT NULL DEFAULT '',
+    title TEXT NOT NULL DEFAULT '',
+    source_type TEXT NOT NULL DEFAULT '',
+    date INTEGER,                  -- YYYYMMDD, for date filters
+    metadata TEXT NOT NULL DEFAULT '{}',
+    indexed_at REAL NOT NULL,
+    UNIQUE (collection_id, path)
+);
+CREATE INDEX IF NOT EXISTS sources_sha ON sources (collection_id, sha256);
+CREATE TABLE IF NOT EXISTS source_tags (
+    source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+    tag TEXT NOT NULL,
+    PRIMARY KEY (source_id, tag)
+);
+CREATE INDEX IF NOT EXISTS source_tags_tag ON source_tags (tag);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    embed_hash TEXT NOT NULL,      -- sha256 of the embedded text: the embedding cache key
+    heading_path TEXT NOT NULL DEFAULT '[]',
+    start INTEGER NOT NULL,
+    end INTEGER NOT NULL,
+    token_count INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_source ON chunks (source_id, ordinal);
+CREATE TABLE IF NOT EXISTS embeddings (
+    fingerprint TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (fingerprint, text_hash)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ops (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    chunk_id INTEGER NOT NULL
+);
+"""
+
+
+def text_hash(text: str) -> str:
+    """The embedding-cache key of a text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Collection:
+    id: int
+    name: str
+    type: str
+    kind: str
+    root: str
+    description: str
+    created_at: float
+    last_indexed: float | None
+
+
+@dataclass(frozen=True)
+class SourceUpdate:
+    """Everything a source's commit writes: its row, its chunks and their new vectors."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    title: str
+    source_type: str
+    date: int | None
+    metadata: dict[str, Any]
+    tags: tuple[str, ...]
+    warnings: tuple[str, ...]
+    chunks: tuple[ChunkDraft, ...]
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    """A chunk joined with its source, as search and the index writers need it."""
+
+    id: int
+    source_id: int
+    ordinal: int
+    text: str
+    embed_hash: str
+    heading_path: tuple[str, ...]
+    collection: str
+    collection_type: str
+    root: str
+    path: str
+    title: str
+    source_type: str
+    date: int | None
+    metadata: dict[str, Any]
+    tags: tuple[str, ...]
+
+
+class Catalog:
+    """SQLite catalog. One instance per thread; writes happen on the single writer thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), timeout=30, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._lock = threading.RLock()
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(_SCHEMA)
+        stored = self.get_meta("schema_version")
+        if stored is None:
+            self.set_meta("schema_version", str(SCHEMA_VERSION))
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic write: everything inside commits together or not at all."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.rollback()
+                raise
+            self._db.commit()
+
+    # -- meta ---------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    # -- collections --------------------------------------------------------------------------
+    def ensure_collection(
+        self, name: str, *, type: str, kind: str, root: str, description: str = ""
+    ) -> Collection:
+        """Create the collection, or update its root and description if it exists."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO collections (name, type, kind, root, description, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET root=excluded.root,"
+                " description=excluded.description, kind=excluded.kind",
+                (name, type, kind, root, description, time.time()),
+            )
+        found = self.collection(name)
+        assert found is not None
+        return found
+
+    def collection(self, name: str) -> Collection | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM collections WHERE name=?", (name,)).fetchone()
+        return None if row is None else Collection(**dict(row))
+
+    def collections(self) -> list[Collection]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM collections ORDER BY id").fetchall()
+        return [Collection(**dict(r)) for r in rows]
+
+    def mark_indexed(self, collection_id: int) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE collections SET last_indexed=? WHERE id=?", (time.time(), collection_id)
+            )
+
+    def collection_stats(self, collection_id: int) -> dict[str, Any]:
+        """Counts for status and rag_collection_info."""
+        with self._lock:
+            db = self._db
+            sources = db.execute(
+                "SELECT status, COUNT(*) FROM sources WHERE collection_id=? GROUP BY status",
+                (collection_id,),
+            ).fetchall()
+            chunks = db.execute(
+                "SELECT COUNT(*) FROM chunks JOIN sources s ON s.id=chunks.source_id"
+                " WHERE s.collection_id=?",
+                (collection_id,),
+            ).fetchone()[0]
+            types = db.execute(
+                "SELECT DISTINCT source_type FROM sources WHERE collection_id=? AND status='ok'"
+                " ORDER BY source_type",
+                (collection_id,),
+            ).fetchall()
+            skips = db.execute(
+                "SELECT skip_code, COUNT(*) FROM sources WHERE collection_id=? AND"
+                " status='skipped' GROUP BY skip_code",
+                (collection_id,),
+            ).fetchall()
+        by_status = {r[0]: r[1] for r in sources}
+        return {
+            "source_count": by_status.get("ok", 0),
+            "skipped_count": by_status.get("skipped", 0),
+            "chunk_count": int(chunks),
+            "source_types": [r[0] for r in types if r[0]],
+            "skips": {r[0]: r[1] for r in skips},
+        }
+
+    def sample_titles(self, collection_id: int, limit: int = 10) -> list[str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT title FROM sources WHERE collection_id=? AND status='ok'"
+                " ORDER BY indexed_at DESC, id LIMIT ?",
+                (collection_id, limit),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def skipped_sources(self, collection_id: int | None = None) -> list[dict[str, Any]]:
+        """Every skipped file and every file indexed with a warning, for the CLI and the tray."""
+        sql = (
+            "SELECT c.name AS collection, s.path, s.status, s.skip_code, s.skip_detail,"
+            " s.warnings FROM sources s JOIN collections c ON c.id=s.collection_id"
+            " WHERE (s.status='skipped' OR s.warnings!='')"
+        )
+        args: tuple[Any, ...] = ()
+        if collection_id is not None:
+            sql += " AND s.collection_id=?"
+            args = (collection_id,)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY c.name, s.path", args).fetchall()
+        return [dict(r) for r in rows]
+
+    # -- sources ------------------------------------------------------------------------------
+    def source_records(self, collection_id: int) -> list[SourceRecord]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, path, size, mtime_ns, sha256, status, skip_code FROM sources"
+                " WHERE collection_id=?",
+                (collection_id,),
+            ).fetchall()
+        return [SourceRecord(**dict(r)) for r in rows]
+
+    def chunk_ids_of(self, db: sqlite3.Connection, source_id: int) -> list[int]:
+        rows = db.execute("SELECT id FROM chunks WHERE source_id=?", (source_id,)).fetchall()
+        return [r[0] for r in rows]
+
+    def _journal(self, db: sqlite3.Connection, chunk_ids: Iterable[int]) -> None:
+        db.executemany("INSERT INTO ops (chunk_id) VALUES (?)", ((i,) for i in chunk_ids))
+
+    def delete_sources(self, collection_id: int, paths: Sequence[str]) -> int:
+        """Remove sources and their chunks; journal each removed chunk. Returns chunks removed."""
+        removed = 0
+        with self.transaction() as db:
+            for path in paths:
+                row = db.execute(
+                    "SELECT id FROM sources WHERE collection_id=? AND path=?",
+                    (collection_id, path),
+                ).fetchone()
+                if row is None:
+                    continue
+                ids = self.chunk_ids_of(db, row[0])
+                db.execute("DELETE FROM chunks WHERE source_id=?", (row[0],))
+                db.execute("DELETE FROM sources WHERE id=?", (row[0],))
+                self._journal(db, ids)
+                removed += len(ids)
+        return removed
+
+    def move_source(self, collection_id: int, old: str, new: str, title: str, metadata: dict[str, Any], mtime_ns: int) -> None:
+        """A rename or move: keep chunk ids and vectors, refresh path-derived fields."""
+        with self.transaction() as db:
+            row = db.execute(
+                "SELECT id FROM sources WHERE collection_id=? AND path=?", (collection_id, old)
+            ).fetchone()
+            if row is None:
+                return
+            db.execute(
+                "DELETE FROM sources WHERE collection_id=? AND path=? AND id!=?",
+                (collection_id, new, row[0]),
+            )
+            db.execute(
+                "UPDATE sources SET path=?, title=?, metadata=?, mtime_ns=?, indexed_at=?"
+                " WHERE id=?",
+                (new, title, json.dumps(metadata), mtime_ns, time.time(), row[0]),
+            )
+            self._journal(db, self.chunk_ids_of(db, row[0]))
+
+    def touch_source(self, source_id: int, size: int, mtime_ns: int) -> None:
+        """Same content, new stat (e.g. `touch`): remember it so the hash is not read again."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE sources SET size=?, mtime_ns=? WHERE id=?", (size, mtime_ns, source_id)
+            )
+
+    def record_skip(
+        self, collection_id: int, path: str, *, code: str, detail: str,
+        size: int = 0, mtime_ns: int = 0, sha256: str = "",
+    ) -> None:
+        """Store a skipped file (dropping any chunks an earlier version had)."""
+        with self.transaction() as db:
+            row = db.execute(
+                "SELECT id FROM sources WHERE collection_id=? AND path=?", (collection_id, path)
+            ).fetchone()
+            if row is not None:
+                ids = self.chunk_ids_of(db, row[0])
+                db.execute("DELETE FROM chunks WHERE source_id=?", (row[0],))
+                db.execute("DELETE FROM source_tags WHERE source_id=?", (row[0],))
+                self._journal(db, ids)
+            db.execute(
+                "INSERT INTO sources (collection_id, path, size, mtime_ns, sha256, status,"
+                " skip_code, skip_detail, indexed_at) VALUES (?, ?, ?, ?, ?, 'skipped', ?, ?, ?)"
+                " ON CONFLICT(collection_id, path) DO UPDATE SET size=excluded.size,"
+                " mtime_ns=excluded.mtime_ns, sha256=excluded.sha256, status='skipped',"
+                " skip_code=excluded.skip_code, skip_detail=excluded.skip_detail,"
+                " warnings='', title='', source_type='', metadata='{}',"
+                " indexed_at=excluded.indexed_at",
+                (collection_id, path, size, mtime_ns, sha256, code, detail, time.time()),
+            )
+
+    def commit_sources(
+        self,
+        collection_id: int,
+        updates: Sequence[SourceUpdate],
+        fingerprint: str,
+        vectors: dict[str, np.ndarray],
+    ) -> tuple[int, int]:
+        """Write new or changed sources in one transaction.
+
+        Unchanged chunks (same embedded text) keep their ids; the rest are journaled.
+        ``vectors`` holds newly computed embeddings by text hash. Returns (upserted, deleted).
+        """
+        upserted = deleted = 0
+        with self.transaction() as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO embeddings (fingerprint, text_hash, vector) VALUES (?,?,?)",
+                (
+                    (fingerprint, h, np.ascontiguousarray(v, dtype=np.float32).tobytes())
+                    for h, v in vectors.items()
+                ),
+            )
+            for up in updates:
+                u, d = self._commit_one(db, collection_id, up)
+                upserted += u
+                deleted += d
+        return upserted, deleted
+
+    def _commit_one(
+        self, db: sqlite3.Connection, collection_id: int, up: SourceUpdate
+    ) -> tuple[int, int]:
+        now = time.time()
+        db.execute(
+            "INSERT INTO sources (collection_id, path, size, mtime_ns, sha256, status,"
+            " warnings, title, source_type, date, metadata, indexed_at)"
+            " VALUES (?, ?, ?, ?, ?, 'ok', ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT(collection_id, path) DO UPDATE SET size=excluded.size,"
+            " mtime_ns=excluded.mtime_ns, sha256=excluded.sha256, status='ok', skip_code=NULL,"
+            " skip_detail=NULL, warnings=excluded.warnings, title=excluded.title,"
+            " source_type=excluded.source_type, date=excluded.date,"
+            " metadata=excluded.metadata, indexed_at=excluded.indexed_at",
+            (
+                collection_id, up.path, up.size, up.mtime_ns, up.sha256, ",".join(up.warnings),
+                up.title, up.source_type, up.date, json.dumps(up.metadata), now,
+            ),
+        )
+        source_id = db.execute(
+            "SELECT id FROM sources WHERE collection_id=? AND path=?", (collection_id, up.path)
+        ).fetchone()[0]
+        db.execute("DELETE FROM source_tags WHERE source_id=?", (source_id,))
+        db.executemany(
+            "INSERT OR IGNORE INTO source_tags (source_id, tag) VALUES (?, ?)",
+            ((source_id, t) for t in up.tags),
+        )
+        old: dict[str, list[int]] = {}
+        for cid, h in db.execute(
+            "SELECT id, embed_hash FROM chunks WHERE source_id=? ORDER BY ordinal", (source_id,)
+        ):
+            old.setdefault(h, []).append(cid)
+        touched: list[int] = []
+        for ch in up.chunks:
+            h = text_hash(ch.embed_text)
+            row = (ch.ordinal, ch.text, json.dumps(list(ch.heading_path)), ch.start, ch.end,
+                   ch.token_count)
+            if old.get(h):
+                cid = old[h].pop(0)
+                # Same embedded text: keep the id and vector; refresh position fields only.
+                db.execute(
+                    "UPDATE chunks SET ordinal=?, text=?, heading_path=?, start=?, end=?,"
+                    " token_count=? WHERE id=?",
+                    (*row, cid),
+                )
+                touched.append(cid)
+            else:
+                cur = db.execute(
+                    "INSERT INTO chunks (ordinal, text, heading_path, start, end, token_count,"
+                    " source_id, embed_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (*row, source_id, h),
+                )
+                touched.append(int(cur.lastrowid or 0))
+        gone = [cid for ids in old.values() for cid in ids]
+        if gone:
+            db.executemany("DELETE FROM chunks WHERE id=?", ((c,) for c in gone))
+        # Metadata (tags, title, dates) lives on the source and feeds Whoosh's filter fields,
+        # so every chunk of a changed source is re-journaled, not only the new ones.
+        self._journal(db, touched + gone)
+        return len(touched), len(gone)
+
+    # -- embeddings ---------------------------------------------------------------------------
+    def cached_vectors(self, fingerprint: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors already computed for these texts under this fingerprint."""
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for start in range(0, len(hashes), 500):
+                part = list(hashes[start : start + 500])
+                marks = ",".join("?" * len(part))
+                for h, blob in self._db.execute(
+                    f"SELECT text_hash, vector FROM embeddings WHERE fingerprint=?"
+                    f" AND text_hash IN ({marks})",
+                    (fingerprint, *part),
+                ):
+                    found[h] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def prune_embeddings(self, fingerprint: str) -> int:
+        """Drop cached vectors no chunk uses any more (and every other fingerprint's)."""
+        with self.transaction() as db:
+            cur = db.execute(
+                "DELETE FROM embeddings WHERE fingerprint!=? OR text_hash NOT IN"
+                " (SELECT embed_hash FROM chunks)",
+                (fingerprint,),
+            )
+        return cur.rowcount
+
+    # -- chunks for the index writers and search ----------------------------------------------
+    _CHUNK_SELECT = (
+        "SELECT ch.id, ch.source_id, ch.ordinal, ch.text, ch.embed_hash, ch.heading_path,"
+        " c.name AS collection, c.type AS collection_type, c.root, s.path, s.title,"
+        " s.source_type, s.date, s.metadata,"
+        " (SELECT group_concat(tag, char(31)) FROM source_tags t WHERE t.source_id=s.id) AS tags"
+        " FROM chunks ch JOIN sources s ON s.id=ch.source_id"
+        " JOIN collections c ON c.id=s.collection_id"
+    )
+
+    @staticmethod
+    def _chunk_row(r: sqlite3.Row) -> ChunkRow:
+        return ChunkRow(
+            id=r["id"], source_id=r["source_id"], ordinal=r["ordinal"], text=r["text"],
+            embed_hash=r["embed_hash"], heading_path=tuple(json.loads(r["heading_path"])),
+            collection=r["collection"], collection_type=r["collection_type"], root=r["root"],
+            path=r["path"], title=r["title"], source_type=r["source_type"], date=r["date"],
+            metadata=json.loads(r["metadata"]),
+            tags=tuple(r["tags"].split("\x1f")) if r["tags"] else (),
+        )
+
+    def chunks_by_id(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+        out: dict[int, ChunkRow] = {}
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                part = list(ids[start : start + 500])
+                marks = ",".join("?" * len(part))
+                for r in self._db.execute(
+                    f"{self._CHUNK_SELECT} WHERE ch.id IN ({marks})", part
+                ):
+                    out[r["id"]] = self._chunk_row(r)
+        return out
+
+    def iter_chunks(self, batch: int = 2000) -> Iterator[list[ChunkRow]]:
+        """Every chunk, in id order, in batches (for rebuilds)."""
+        last = 0
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    f"{self._CHUNK_SELECT} WHERE ch.id > ? ORDER BY ch.id LIMIT ?", (last, batch)
+                ).fetchall()
+            if not rows:
+                return
+            yield [self._chunk_row(r) for r in rows]
+            last = rows[-1]["id"]
+
+    def all_chunk_ids(self) -> set[int]:
+        with self._lock:
+            return {r[0] for r in self._db.execute("SELECT id FROM chunks")}
+
+    def vectors_for(self, fingerprint: str, rows: Sequence[ChunkRow]) -> dict[int, np.ndarray]:
+        cached = self.cached_vectors(fingerprint, sorted({r.embed_hash for r in rows}))
+        return {r.id: cached[r.embed_hash] for r in rows if r.embed_hash in cached}
+
+    def source_path(self, source_id: int) -> tuple[str, str] | None:
+        """(collection root, relative path) of a source."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT c.root, s.path FROM sources s JOIN collections c ON c.id=s.collection_id"
+                " WHERE s.id=?",
+                (source_id,),
+            ).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def filter_chunk_ids(self, where: str, args: Sequence[Any]) -> list[int]:
+        """Chunk ids matching a SQL condition over ``s`` (sources) and ``c`` (collections)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT ch.id FROM chunks ch JOIN sources s ON s.id=ch.source_id"
+                f" JOIN collections c ON c.id=s.collection_id WHERE {where}",
+                tuple(args),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def titles_equal(self, query: str, collection_names: Sequence[str] | None) -> list[int]:
+        """Ids of the first chunk of each source whose title or alias equals the query."""
+        q = query.strip().lower()
+        if not q:
+            return []
+        sql = (
+            "SELECT MIN(ch.id) FROM chunks ch JOIN sources s ON s.id=ch.source_id"
+            " JOIN collections c ON c.id=s.collection_id WHERE (lower(s.title)=?"
+            " OR EXISTS (SELECT 1 FROM json_each(s.metadata, '$.aliases') a"
+            " WHERE lower(a.value)=?))"
+        )
+        args: list[Any] = [q, q]
+        if collection_names is not None:
+            sql += f" AND c.name IN ({','.join('?' * len(collection_names))})"
+            args += list(collection_names)
+        with self._lock:
+            rows = self._db.execute(sql + " GROUP BY s.id", args).fetchall()
+        return [r[0] for r in rows if r[0] is not None]
+
+    # -- ops journal --------------------------------------------------------------------------
+    def last_op(self) -> int:
+        with self._lock:
+            row = self._db.execute("SELECT MAX(seq) FROM ops").fetchone()
+        return int(row[0] or 0)
+
+    def ops_after(self, mark: int, limit: int = 50_000) -> tuple[int, list[int]]:
+        """Chunk ids touched after ``mark`` (deduplicated) and the new mark."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, chunk_id FROM ops WHERE seq > ? ORDER BY seq LIMIT ?", (mark, limit)
+            ).fetchall()
+        if not rows:
+            return mark, []
+        return int(rows[-1][0]), list(dict.fromkeys(r[1] for r in rows))
+
+    def prune_ops(self, upto: int) -> None:
+        """Forget ops every index has persisted."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM ops WHERE seq <= ?", (upto,))
+
+
+def date_int(iso: str | None) -> int | None:
+    """'2024-05-01' -> 20240501 (the form date filters compare)."""
+    if not iso:
+        return None
+    try:
+        y, m, d = (int(p) for p in iso[:10].split("-"))
+    except ValueError:
+        return None
+    return y * 10000 + m * 100 + d

@@ -1,0 +1,600 @@
+"""Heading-aware markdown chunking: split a note body into chunks that fit the embedding model.
+
+Pure: the token counter is passed in, nothing is read or written. Every chunk is an exact slice
+of the input text, and ``count_tokens([chunk.embed_text])[0] <= max_tokens`` holds for every
+chunk, so the model never silently truncates what it embeds.
+
+Counting is the expensive part, so it happens in batches: all blocks of a note are counted in one
+call, then whatever is too big is split a level finer and counted again. Sums of piece counts are
+estimates (tokenizers are nearly, not exactly, additive); each finished chunk is counted for real
+and its section is re-packed with a tighter budget when an estimate was wrong.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import NamedTuple, cast
+
+from mistune.block_parser import BlockParser
+from mistune.core import BlockState
+
+from daemon.models import ChunkDraft, Heading
+
+# Part of the embedding fingerprint: bump whenever the chunks produced for a text change.
+CHUNKER_VERSION = "1"
+
+TokenCounter = Callable[[Sequence[str]], list[int]]
+
+log = logging.getLogger(__name__)
+
+_WORD_WINDOW = 512  # words counted per call when a piece must be cut at word boundaries
+_OVERLAP_CHARS_PER_TOKEN = 16  # how far back to look for overlap sentences
+_MAX_REPACKS = 32
+_ENCODE_BATCH = 1024  # texts per encode_batch call
+
+
+# --- headings -------------------------------------------------------------------------------
+
+
+class _HeadingState(BlockState):
+    """Mistune's block state plus the top-level headings found, with their offsets."""
+
+    def __init__(self, parent: object | None = None) -> None:
+        super().__init__(parent)
+        self.headings: list[Heading] = []
+
+
+def _line_text_end(src: str, start: int, end: int) -> int:
+    """Offset after the last non-whitespace character in ``src[start:end]``."""
+    return start + len(src[start:end].rstrip())
+
+
+# The rules mistune's block quote uses to decide where a lazy continuation paragraph ends.
+_QUOTE_LAZY_BREAKS = ["blank_line", "thematic_break", "fenced_code", "list", "block_html"]
+
+
+class _HeadingParser(BlockParser):
+    """Mistune's block parser, recording where top-level headings sit in the source.
+
+    Mistune's tree has no positions, but its rules see the regex match on the source, so
+    offsets come for free and inline parsing (the slow half of mistune) is never run.
+    Headings inside lists and block quotes belong to those containers, not to the outline, so
+    their content is parsed with a single cheap rule: only their extent matters here.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(block_quote_rules=["blank_line"], list_rules=["blank_line"])
+
+    def compile_sc(self, rules: list[str] | None = None) -> re.Pattern[str]:
+        if rules == _QUOTE_LAZY_BREAKS:
+            # CommonMark lets an ATX heading end a quote's lazy paragraph; mistune does not,
+            # and Obsidian notes often put a heading right under a callout.
+            rules = [*rules, "atx_heading"]
+        return super().compile_sc(rules)
+
+    def parse_atx_heading(self, m: re.Match[str], state: BlockState) -> int:
+        end = super().parse_atx_heading(m, state)
+        if state.parent is None:
+            token = state.last_token()
+            level = token["attrs"]["level"]
+            stop = _line_text_end(state.src, m.start(), m.end())
+            cast(_HeadingState, state).headings.append(
+                Heading(level, token["text"], m.start(), stop)
+            )
+        return end
+
+    def parse_setex_heading(self, m: re.Match[str], state: BlockState) -> int | None:
+        last = state.last_token()
+        raw = last["text"] if last and last["type"] == "paragraph" else ""
+        end = super().parse_setex_heading(m, state)
+        if raw and last["type"] == "heading" and state.parent is None:
+            start = m.start() - len(raw)
+            if state.src[start : m.start()] != raw:  # paragraph not one contiguous slice
+                start = state.src.rfind("\n", 0, max(m.start() - 1, 0)) + 1
+            stop = _line_text_end(state.src, m.start(), m.end())
+            text = " ".join(raw.split())
+            cast(_HeadingState, state).headings.append(
+                Heading(last["attrs"]["level"], text, start, stop)
+            )
+        return end
+
+
+def _opaque_block(parser: BlockParser, m: re.Match[str], state: BlockState) -> int:
+    """A `$$` math block or a `%%` Obsidian comment: no headings inside."""
+    state.append_token({"type": "block_opaque", "raw": m.group(0)})
+    return m.end() + 1
+
+
+def _build_parser() -> _HeadingParser:
+    parser = _HeadingParser()
+    # Obsidian closes math and comments with `$$`/`%%` at any line end, not only on a line of
+    # their own, so mistune's math plugin (which needs that) is not enough.
+    for name, mark in (("ragd_math", r"\$\$"), ("ragd_comment", "%%")):
+        pattern = rf"^ {{0,3}}{mark}(?:[^\n]*?{mark}|[\s\S]*?\n[^\n]*?{mark})[ \t]*$"
+        parser.register(name, pattern, _opaque_block, before="list")
+    return parser
+
+
+_PARSER = _build_parser()
+
+
+def find_headings(text: str) -> list[Heading]:
+    """The top-level markdown headings of ``text`` (ATX and setext), in document order.
+
+    ``start`` is the offset of the heading's first line, ``end`` the offset after its last
+    non-blank character. Lines inside fenced code, `$$` math, `%%` comments or HTML blocks
+    are never headings, nor is ``#tag`` (no space after the hashes).
+    """
+    # Same-length newline normalisation keeps every offset valid in the original text.
+    src = text.replace("\r\n", " \n").replace("\r", "\n")
+    if not src.endswith("\n"):
+        src += "\n"
+    state = _HeadingState()
+    state.process(src)
+    _PARSER.parse(state)
+    return [h for h in state.headings if h.start < len(text)]
+
+
+# --- sections and blocks --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Section:
+    """Text under one heading, up to the next one. ``heads`` are heading-line spans at its top
+    (more than one when heading-only sections were merged forward)."""
+
+    start: int
+    end: int
+    path: tuple[str, ...]
+    heads: tuple[tuple[int, int], ...]
+
+
+def _sections(text: str, headings: Sequence[Heading]) -> list[_Section]:
+    """Split ``text`` at its headings, merging heading-only sections into the next one."""
+    first = headings[0].start if headings else len(text)
+    out = [_Section(0, first, (), ())] if text[:first].strip() else []
+    stack: list[Heading] = []
+    pending: list[Heading] = []
+    for i, heading in enumerate(headings):
+        while stack and stack[-1].level >= heading.level:
+            stack.pop()
+        stack.append(heading)
+        end = headings[i + 1].start if i + 1 < len(headings) else len(text)
+        pending.append(heading)
+        if not text[heading.end : end].strip() and i + 1 < len(headings):
+            continue  # no body: its heading line opens the next section's first chunk
+        path = tuple(" ".join(h.text.split()) for h in stack if h.text.strip())
+        heads = tuple((h.start, h.end) for h in pending)
+        out.append(_Section(pending[0].start, end, path, heads))
+        pending = []
+    return out
+
+
+_FENCE = re.compile(r"[ \t]{0,3}(`{3,}|~{3,}|\$\$|%%)")
+_LIST_ITEM = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+_STRUCTURED = ("line", "sentence")  # code, tables, lists, quotes: cut between lines first
+_PROSE = ("sentence", "line")
+
+
+def _closes(fence: str, line: str) -> bool:
+    """Whether the stripped ``line`` ends the fenced block opened by ``fence``."""
+    if fence in ("$$", "%%"):
+        return line.endswith(fence)
+    return line.startswith(fence) and not line.strip(fence[0])
+
+
+def _kind(line: str) -> tuple[str, ...]:
+    """How a block that starts with ``line`` should be cut when too big."""
+    stripped = line.strip()
+    if _FENCE.match(line) or stripped[:1] in ("|", ">") or _LIST_ITEM.match(stripped):
+        return _STRUCTURED
+    return _PROSE
+
+
+def _raw_blocks(text: str, start: int, end: int) -> list[tuple[int, int, tuple[str, ...]]]:
+    """Blank-line separated blocks of ``text[start:end]``; fenced blocks stay whole."""
+    blocks: list[tuple[int, int, tuple[str, ...]]] = []
+    block_start, block_end, fence = -1, -1, ""
+    pos = start
+    while pos < end:
+        newline = text.find("\n", pos, end)
+        line_end = end if newline < 0 else newline
+        line = text[pos:line_end]
+        stripped = line.strip()
+        if fence:
+            fence = "" if _closes(fence, stripped) else fence
+        elif not stripped:
+            if block_start >= 0:
+                blocks.append((block_start, block_end, _kind(text[block_start:block_end])))
+            block_start = -1
+            pos = line_end + 1
+            continue
+        else:
+            opened = _FENCE.match(line)
+            rest = stripped[len(opened.group(1)) :] if opened else ""
+            if opened and not (opened.group(1) in ("$$", "%%") and _closes(opened.group(1), rest)):
+                fence = opened.group(1)
+        if block_start < 0:
+            block_start = pos
+        block_end = line_end
+        pos = line_end + 1
+    if block_start >= 0:
+        blocks.append((block_start, block_end, _kind(text[block_start:block_end])))
+    return blocks
+
+
+def _blocks(text: str, section: _Section) -> list[tuple[int, int, tuple[str, ...]]]:
+    """Packing units of a section: its heading lines, then paragraphs, lists, tables, code."""
+    body_start = section.heads[-1][1] if section.heads else section.start
+    out = [(s, e, _PROSE) for s, e in section.heads]
+    for s, e, levels in _raw_blocks(text, body_start, section.end):
+        prev = out[-1] if len(out) > len(section.heads) else None
+        item = _LIST_ITEM.match(text, s + len(text[s:e]) - len(text[s:e].lstrip()))
+        if (
+            prev
+            and _LIST_ITEM.match(text[prev[0] : prev[1]].lstrip())
+            and (item or text[s] in " \t")
+        ):
+            out[-1] = (prev[0], e, prev[2])  # loose list items and continuations: one list
+        else:
+            out.append((s, e, levels))
+    return [span for span in ((*_strip(text, s, e), lv) for s, e, lv in out) if span[0] < span[1]]
+
+
+def _strip(text: str, start: int, end: int) -> tuple[int, int]:
+    """``(start, end)`` moved inwards past surrounding whitespace."""
+    piece = text[start:end]
+    left = len(piece) - len(piece.lstrip())
+    return start + left, start + len(piece.rstrip())
+
+
+# --- fitting pieces into the budget ---------------------------------------------------------
+
+
+class _Unit(NamedTuple):
+    """A span that fits a chunk on its own; ``cost`` excludes the special tokens."""
+
+    start: int
+    end: int
+    cost: int
+
+
+class _Costs:
+    """``count_tokens`` minus the model's special tokens, so piece costs can be summed."""
+
+    def __init__(self, count_tokens: TokenCounter) -> None:
+        self.count_tokens = count_tokens
+        self.special = count_tokens([""])[0]
+
+    def __call__(self, texts: Sequence[str]) -> list[int]:
+        if not texts:
+            return []
+        return [max(0, n - self.special) for n in self.count_tokens(texts)]
+
+
+@dataclass(frozen=True)
+class _Piece:
+    key: int  # which section it belongs to
+    start: int
+    end: int
+    budget: int
+    levels: tuple[str, ...]  # finer cuts still to try before words
+
+
+_WORD = re.compile(r"\S+")
+_NEWLINE = re.compile(r"\n")
+_SENTENCE_END = re.compile(r"(?:[.!?…][\"'”’)\]*_]*(?=\s)|[。！？])")
+
+
+def _cut_points(text: str, piece: _Piece, level: str) -> list[tuple[int, int]]:
+    """Stripped spans of ``piece`` cut after sentence ends or at line breaks."""
+    pattern = _SENTENCE_END if level == "sentence" else _NEWLINE
+    cuts = [m.end() for m in pattern.finditer(text, piece.start, piece.end)]
+    bounds = zip([piece.start, *cuts], [*cuts, piece.end], strict=True)
+    return [span for span in (_strip(text, s, e) for s, e in bounds) if span[0] < span[1]]
+
+
+def _fit_units(text: str, pieces: Iterable[_Piece], costs: _Costs) -> dict[int, list[_Unit]]:
+    """Cut pieces until each fits its budget; batched level by level across all pieces."""
+    out: dict[int, list[_Unit]] = defaultdict(list)
+    todo = list(pieces)
+    while todo:
+        finer: list[_Piece] = []
+        for piece, cost in zip(todo, costs([text[p.start : p.end] for p in todo]), strict=True):
+            if cost <= piece.budget:
+                out[piece.key].append(_Unit(piece.start, piece.end, cost))
+                continue
+            for i, level in enumerate(piece.levels):
+                spans = _cut_points(text, piece, level)
+                if len(spans) > 1:
+                    finer += [
+                        _Piece(piece.key, s, e, piece.budget, piece.levels[i + 1 :])
+                        for s, e in spans
+                    ]
+                    break
+            else:
+                out[piece.key] += _cut_words(text, piece.start, piece.end, piece.budget, costs)
+        todo = finer
+    for units in out.values():
+        units.sort()
+    return out
+
+
+def _cut_words(text: str, start: int, end: int, budget: int, costs: _Costs) -> list[_Unit]:
+    """Greedy runs of whole words within ``budget``, counting a window of words per call.
+
+    Streaming keeps memory flat and calls few even for a 50 MB line with no sentence end.
+    """
+    matches = _WORD.finditer(text, start, end)
+    units: list[_Unit] = []
+    run_start, run_end, run_cost = -1, -1, 0
+    while window := list(islice(matches, _WORD_WINDOW)):
+        for m, cost in zip(window, costs([m.group() for m in window]), strict=True):
+            if run_start >= 0 and (cost > budget or run_cost + cost > budget):
+                units.append(_Unit(run_start, run_end, run_cost))
+                run_start = -1
+            if cost > budget:
+                units += _cut_chars(text, m.start(), m.end(), budget, costs)
+                continue
+            if run_start < 0:
+                run_start, run_cost = m.start(), 0
+            run_end, run_cost = m.end(), run_cost + cost
+    if run_start >= 0:
+        units.append(_Unit(run_start, run_end, run_cost))
+    return units
+
+
+def _cut_chars(text: str, start: int, end: int, budget: int, costs: _Costs) -> list[_Unit]:
+    """Cut one over-long word into pieces within ``budget``, by batched 16-ary search."""
+    units: list[_Unit] = []
+    while start < end:
+        fit, fit_cost = start + 1, -1  # at least one character, so the loop always advances
+        hi = min(end, start + max(64, budget * 32))  # a token rarely spans more characters
+        while fit < hi:
+            probes = sorted({fit + (hi - fit) * k // 16 for k in range(17)})
+            probe_costs = costs([text[start:p] for p in probes])
+            fitting = [(p, c) for p, c in zip(probes, probe_costs, strict=True) if c <= budget]
+            if not fitting:  # not even one character fits: take it anyway
+                fit_cost = probe_costs[0]
+                break
+            fit, fit_cost = fitting[-1]
+            above = [p for p in probes if p > fit]
+            hi = above[0] - 1 if above else fit
+        if fit_cost < 0:
+            fit_cost = costs([text[start:fit]])[0]
+        units.append(_Unit(start, fit, fit_cost))
+        start = fit
+    return units
+
+
+# --- packing and overlap --------------------------------------------------------------------
+
+
+def _pack(units: Sequence[_Unit], first_limit: int, limit: int) -> list[list[_Unit]]:
+    """Greedy runs of units; chunks after the first keep room for the overlap."""
+    groups: list[list[_Unit]] = []
+    run: list[_Unit] = []
+    total = 0
+    for unit in units:
+        if run and total + unit.cost > (limit if groups else first_limit):
+            groups.append(run)
+            run, total = [], 0
+        run.append(unit)
+        total += unit.cost
+    if run:
+        groups.append(run)
+    return groups
+
+
+_FENCE_LINE = re.compile(r"^[ \t]{0,3}(?:`{3,}|~{3,}|\$\$|%%).*$", re.M)
+_SENTENCE_START = re.compile(r"(?:[.!?…][\"'”’)\]*_]*\s+|[。！？]\s*|\n\s*)")
+
+
+def _overlap_starts(
+    text: str, requests: Sequence[tuple[int, int, int]], costs: _Costs
+) -> list[int | None]:
+    """For each previous chunk ``(start, end, reserve)``: where its longest tail of whole
+    sentences (or lines) within ``reserve`` tokens begins, or None when none fits."""
+    candidates: list[list[int]] = []
+    for prev_start, prev_end, reserve in requests:
+        lo = max(prev_start, prev_end - reserve * _OVERLAP_CHARS_PER_TOKEN)
+        # Never start inside a fenced block's tail: a lone closing fence is not context.
+        for fence in _FENCE_LINE.finditer(text, lo, prev_end):
+            lo = fence.end()
+        starts = [m.end() for m in _SENTENCE_START.finditer(text, lo, prev_end)]
+        candidates.append([s for s in starts if prev_start < s < prev_end] if reserve > 0 else [])
+    # Count each sentence once and sum from the end: the tails overlap each other.
+    sentences = [
+        text[s:e]
+        for found, (_, end, _) in zip(candidates, requests, strict=True)
+        for s, e in zip(found, [*found[1:], end], strict=False)
+    ]
+    sentence_costs = costs(sentences)
+    out: list[int | None] = []
+    pos = 0
+    for found, (_, _, reserve) in zip(candidates, requests, strict=True):
+        tail, start = 0, None
+        for k in range(len(found) - 1, -1, -1):
+            tail += sentence_costs[pos + k]
+            if tail > reserve:
+                break
+            start = found[k]
+        out.append(start)
+        pos += len(found)
+    return out
+
+
+def _section_spans(
+    text: str, sections: Sequence[_Section], bases: Sequence[int], overlap: int, costs: _Costs
+) -> list[list[tuple[int, int]]]:
+    """Chunk spans of each section, packed so the estimated token count fits ``bases[i]``."""
+    reserves = [min(overlap, base // 4) for base in bases]
+    limits = [base - reserve for base, reserve in zip(bases, reserves, strict=True)]
+    pieces = (
+        _Piece(i, start, end, limits[i], levels)
+        for i, section in enumerate(sections)
+        for start, end, levels in _blocks(text, section)
+    )
+    units = _fit_units(text, pieces, costs)
+    groups = [_pack(units.get(i, []), bases[i], limits[i]) for i in range(len(sections))]
+    requests = [
+        (runs[k - 1][0].start, runs[k - 1][-1].end, reserves[i])
+        for i, runs in enumerate(groups)
+        for k in range(1, len(runs))
+    ]
+    overlaps = iter(_overlap_starts(text, requests, costs))
+    spans: list[list[tuple[int, int]]] = []
+    for runs in groups:
+        section_spans = []
+        for k, run in enumerate(runs):
+            overlap_start = next(overlaps) if k else None
+            start = run[0].start if overlap_start is None else overlap_start
+            section_spans.append((start, run[-1].end))
+        spans.append(section_spans)
+    return spans
+
+
+# --- public API -----------------------------------------------------------------------------
+
+
+def embed_prefix(title: str, heading_path: Sequence[str]) -> str:
+    """The context line embedded before a chunk: ``"title > h1 > h2"`` (empty parts skipped)."""
+    parts = (" ".join(part.split()) for part in (title, *heading_path))
+    return " > ".join(part for part in parts if part)
+
+
+def _embed_text(prefix: str, chunk: str) -> str:
+    return f"{prefix}\n\n{chunk}" if prefix else chunk
+
+
+def _fit_prefixes(prefixes: Sequence[str], limit: int, costs: _Costs) -> dict[str, tuple[str, int]]:
+    """Each distinct prefix, cut at word boundaries to at most ``limit`` tokens, with its cost.
+
+    A title or heading path longer than half the model's window would leave no room for text.
+    """
+    distinct = sorted(set(prefixes))
+    out: dict[str, tuple[str, int]] = {}
+    for prefix, cost in zip(distinct, costs(distinct), strict=True):
+        if cost <= limit:
+            out[prefix] = (prefix, cost)
+        else:
+            first = _cut_words(prefix, 0, len(prefix), limit, costs)[0]
+            out[prefix] = (prefix[: first.end], first.cost)
+    return out
+
+
+@dataclass(frozen=True)
+class _Note:
+    """One note being chunked: what every packing attempt needs."""
+
+    text: str
+    sections: Sequence[_Section]
+    prefixes: Sequence[str]  # embed prefix of each section
+    max_tokens: int
+    overlap: int
+    costs: _Costs
+
+
+def chunk_markdown(
+    title: str,
+    text: str,
+    *,
+    count_tokens: TokenCounter,
+    max_tokens: int,
+    overlap_tokens: int = 32,
+) -> list[ChunkDraft]:
+    """Split a markdown note body into chunks whose ``embed_text`` fits ``max_tokens``.
+
+    Each heading opens a section (heading-only sections are merged into the next); a section's
+    paragraphs, lists, tables and code blocks are packed greedily, and a block too big for one
+    chunk is cut at sentences, then lines, then words, then characters. When a section spills
+    over several chunks, each following chunk repeats the last sentences of the previous one,
+    up to ``overlap_tokens``. ``count_tokens`` must count the special tokens the model adds.
+    Offsets are into ``text``; ordinals run in document order.
+    """
+    if not text.strip():
+        return []
+    costs = _Costs(count_tokens)
+    if max_tokens < costs.special + 8:
+        raise ValueError(f"max_tokens={max_tokens} leaves no room for text")
+    sections = _sections(text, find_headings(text))
+    wanted = [embed_prefix(title, s.path) for s in sections]
+    fitted = _fit_prefixes(wanted, (max_tokens - costs.special) // 2, costs)
+    note = _Note(text, sections, [fitted[p][0] for p in wanted], max_tokens, overlap_tokens, costs)
+    # Token budget of each section's text, net of the special tokens and the prefix.
+    bases = [max_tokens - costs.special - fitted[p][1] for p in wanted]
+    done: dict[int, list[tuple[int, int, int, str, int]]] = {}
+    todo = list(range(len(sections)))
+    for attempt in range(_MAX_REPACKS):
+        todo = _pack_and_verify(note, bases, todo, done)
+        if not todo or any(bases[i] - attempt < 1 for i in todo):
+            break
+        # An estimate was wrong (the tokenizer is not additive there): pack those tighter.
+        log.debug("re-packing %d sections of %r", len(todo), title)
+        for i in todo:
+            bases[i] -= attempt
+    if todo:
+        raise RuntimeError(f"could not fit the chunks of {title!r} into {max_tokens} tokens")
+    rows = [row for i in range(len(sections)) for row in done[i]]
+    return [
+        ChunkDraft(n, text[s:e], embed, sections[i].path, s, e, count)
+        for n, (i, s, e, embed, count) in enumerate(rows)
+    ]
+
+
+def _pack_and_verify(
+    note: _Note,
+    bases: list[int],
+    todo: Sequence[int],
+    done: dict[int, list[tuple[int, int, int, str, int]]],
+) -> list[int]:
+    """Pack sections ``todo`` and count their chunks for real. Sections whose chunks all fit go
+    into ``done``; the others get their budget lowered by their excess and are returned."""
+    sections = [note.sections[i] for i in todo]
+    spans = _section_spans(note.text, sections, [bases[i] for i in todo], note.overlap, note.costs)
+    rows = [
+        [(i, s, e, _embed_text(note.prefixes[i], note.text[s:e])) for s, e in section_spans]
+        for i, section_spans in zip(todo, spans, strict=True)
+    ]
+    counts = iter(note.costs.count_tokens([row[3] for section in rows for row in section]))
+    retry = []
+    for i, section_rows in zip(todo, rows, strict=True):
+        counted = [(*row, next(counts)) for row in section_rows]
+        excess = max((row[4] for row in counted), default=0) - note.max_tokens
+        if excess <= 0:
+            done[i] = counted
+        else:
+            bases[i] -= excess
+            retry.append(i)
+    return retry
+
+
+def tokenizer_counter(tokenizer_json: str | Path) -> TokenCounter:
+    """A token counter for :func:`chunk_markdown` from a HuggingFace ``tokenizer.json``.
+
+    Truncation and padding are switched off (the model's file truncates at 128 by default),
+    and special tokens are counted, so the count is what the model would see untruncated.
+    """
+    from tokenizers import Tokenizer  # light, but only the indexer needs it
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_json))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+
+    def count_tokens(texts: Sequence[str]) -> list[int]:
+        counts: list[int] = []
+        # Slices bound the memory held by Encoding objects when millions of words are counted.
+        for i in range(0, len(texts), _ENCODE_BATCH):
+            batch = tokenizer.encode_batch(
+                list(texts[i : i + _ENCODE_BATCH]), add_special_tokens=True
+            )
+            counts += [len(encoding.ids) for encoding in batch]
+        return counts
+
+    return count_tokens

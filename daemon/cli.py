@@ -1,0 +1,253 @@
+"""The `ragd` command line. The only module that prints.
+
+Errors from daemon.errors are translated here once: a message, a hint, a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from daemon import __version__
+from daemon.errors import RagdError
+from daemon.skips import describe
+
+log = logging.getLogger("ragd")
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+def _add_filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--collection", "-c", help="collection name or type (system, code, project)")
+    p.add_argument("--source-type", help="markdown, pdf, epub, email, rss, code, ...")
+    p.add_argument("--date-from", help="only sources dated on or after YYYY-MM-DD")
+    p.add_argument("--date-to", help="only sources dated on or before YYYY-MM-DD")
+    p.add_argument("--folder", help="only notes under this folder of the vault")
+    p.add_argument("--tag", action="append", default=[], help="only notes with this tag "
+                   "(repeat for several; a parent tag matches nested ones)")
+    p.add_argument("--sender", help="email sender contains this text")
+    p.add_argument("--author", help="book author contains this text")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ragd", description="Local hybrid search over your notes, mail and books.")
+    parser.add_argument("--version", action="version", version=f"ragd {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("index", help="index the vault (or a folder) now, with a progress bar")
+    p.add_argument("path", nargs="?", help="vault folder (default: from config, else the vault "
+                   "Obsidian has open); with --collection, a project folder")
+    p.add_argument("--collection", "-c", help="index only this collection; with PATH, "
+                   "create or update a project collection of that name")
+    p.add_argument("--rebuild", nargs="?", const="all", choices=["all", "faiss", "whoosh"],
+                   help="rebuild the FAISS and/or Whoosh index from the catalog "
+                   "(no file is read, nothing is embedded again)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    p = sub.add_parser("search", help="search the indexed sources")
+    p.add_argument("query", nargs="+", help="words or a question (quotes keep a phrase)")
+    p.add_argument("--top-k", "-k", type=int, default=10, help="results to show (1-100)")
+    p.add_argument("--mode", choices=["hybrid", "keyword", "semantic"], default="hybrid")
+    _add_filters(p)
+    p.add_argument("--explain", action="store_true", help="show each leg's rank")
+    p.add_argument("--json", action="store_true", help="print the rag_search JSON")
+
+    p = sub.add_parser("doctor", help="check configuration, vault paths, model and indexes")
+    p.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if not args.command:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(COMMANDS[args.command](args) or 0)
+    except RagdError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+# -- in-process commands ------------------------------------------------------------------------
+def _open_app(args: argparse.Namespace, overrides: dict[str, Any] | None = None,
+              on_progress: Any = None) -> Any:
+    from daemon.app import App
+    from daemon.config import load_config
+    from daemon.paths import resolve_paths
+
+    paths = resolve_paths()
+    config = load_config(paths, overrides)
+    return App(paths, config, on_progress=on_progress)
+
+
+class _Bar:
+    """A tqdm progress bar driven by indexer progress events (stderr, so JSON stays clean)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar: Any = None
+        self.collection = ""
+
+    def __call__(self, p: Any) -> None:
+        if not self.enabled or p.phase == "scan":
+            return
+        from tqdm import tqdm
+
+        if self.bar is None or self.collection != p.collection:
+            self.close()
+            self.collection = p.collection
+            self.bar = tqdm(total=p.total, desc=f"indexing {p.collection}", unit="file",
+                            file=sys.stderr, dynamic_ncols=True)
+        self.bar.total = p.total
+        self.bar.n = p.done
+        self.bar.set_postfix(embedded=p.chunks_embedded, refresh=False)
+        self.bar.refresh()
+        if p.phase == "done":
+            self.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    overrides: dict[str, Any] = {}
+    if args.path and not args.collection:
+        overrides["obsidian.vaults"] = [args.path]
+    bar = _Bar(enabled=not args.json and sys.stderr.isatty() or os.environ.get("RAGD_PROGRESS") == "1")
+    with _open_app(args, overrides, on_progress=bar) as app:
+        if args.rebuild:
+            which = ["faiss", "whoosh"] if args.rebuild == "all" else [args.rebuild]
+            t0 = time.perf_counter()
+            counts = app.rebuild(which)
+            out = {"rebuilt": counts, "seconds": round(time.perf_counter() - t0, 3)}
+            print(json.dumps(out) if args.json else
+                  "rebuilt " + ", ".join(f"{k} ({v:,} chunks)" for k, v in counts.items())
+                  + f" in {out['seconds']} s; nothing was embedded")
+            return 0
+        if args.collection and args.path:
+            names = [app.create_project(args.collection, args.path).name]
+        elif args.collection:
+            names = [args.collection]
+        else:
+            names = None
+        if not app.catalog.collections():
+            from daemon.errors import ConfigError
+
+            raise ConfigError("no vault found to index",
+                              "pass its folder: `ragd index ~/path/to/vault`, or set "
+                              "[obsidian] vaults in " + str(app.paths.config_file))
+        reports = app.sync_all(names)
+        bar.close()
+        consistency = app.consistency()
+    if args.json:
+        print(json.dumps({"reports": [r.as_dict() for r in reports],
+                          "consistency": consistency}, indent=2))
+    else:
+        for r in reports:
+            print(format_report(r))
+    return 0
+
+
+def format_report(r: Any) -> str:
+    lines = [f"{r.collection}: {r.total_found:,} files found in {r.seconds:.1f} s",
+             f"  indexed {r.indexed:,}  unchanged {r.unchanged:,}  moved {r.moved:,}  "
+             f"deleted {r.deleted:,}",
+             f"  chunks written {r.chunks_written:,}  embedded {r.embedded:,}  "
+             f"removed {r.chunks_deleted:,}"]
+    if r.skipped_files:
+        lines.append(f"  skipped {len(r.skipped_files):,}:")
+        lines += [f"    {code:<13} {path}  ({detail})" for path, code, detail in r.skipped_files]
+    if r.warnings:
+        lines.append(f"  indexed with warnings {len(r.warnings):,}:")
+        lines += [f"    {code:<13} {path}  ({describe(code)})" for path, code in r.warnings]
+    if r.errors:
+        lines.append(f"  errors {len(r.errors):,} (see the log):")
+        lines += [f"    {path}: {err}" for path, err in r.errors]
+    return "\n".join(lines)
+
+
+def search_request(args: argparse.Namespace, engine: Any) -> Any:
+    from daemon.search.engine import SearchRequest
+    from daemon.search.filters import Filters, clean_folder, parse_date
+
+    filters = Filters(
+        collections=engine.resolve_collection(args.collection),
+        source_type=args.source_type or None,
+        date_from=parse_date("date_from", args.date_from),
+        date_to=parse_date("date_to", args.date_to),
+        folder=clean_folder(args.folder),
+        tags=tuple(t.lstrip("#").lower() for t in args.tag),
+        sender=args.sender or None, author=args.author or None)
+    return SearchRequest(query=" ".join(args.query), top_k=args.top_k, mode=args.mode,
+                         filters=filters, explain=args.explain)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    with _open_app(args) as app:
+        answer = app.search_engine.search(search_request(args, app.search_engine))
+    print(json.dumps(answer, indent=2, ensure_ascii=False) if args.json
+          else format_results(answer, args.explain))
+    return 0
+
+
+def format_results(answer: dict[str, Any], explain: bool = False) -> str:
+    results = answer.get("results") or []
+    if not results:
+        return "no results"
+    out: list[str] = []
+    for n, r in enumerate(results, 1):
+        meta = r.get("metadata", {})
+        heading = " › ".join(meta.get("heading_path") or [])
+        head = f"{n:>2}. {r['score']:.2f}  {r['title']}" + (f" › {heading}" if heading else "")
+        out.append(f"{head}  [{r['collection']}]")
+        out.append(f"    {r['source_path']}")
+        out.append(f"    {meta.get('snippet', '')}")
+        if explain and "explain" in meta:
+            ranks = ", ".join(f"{k} #{v}" for k, v in meta["explain"]["ranks"].items())
+            out.append(f"    ranks: {ranks}")
+    idx = answer.get("indexing")
+    if idx and idx.get("active"):
+        out.append(f"(indexing: {idx.get('remaining', 0):,} sources remaining; "
+                   "results may be partial)")
+    return "\n".join(out)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from daemon.doctor import run_checks
+
+    checks = run_checks()
+    if args.json:
+        print(json.dumps(checks, indent=2))
+    else:
+        for c in checks:
+            mark = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}[c["status"]]
+            print(f"[{mark}] {c['name']}: {c['detail']}")
+            if c.get("hint"):
+                print(f"       hint: {c['hint']}")
+    return 1 if any(c["status"] == "fail" for c in checks) else 0
+
+
+COMMANDS = {"index": cmd_index, "search": cmd_search, "doctor": cmd_doctor}
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""`ragd doctor`: check each part a user can get wrong, and say how to fix it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from daemon import __version__
+
+
+def _check(name: str, status: str, detail: str, hint: str = "") -> dict[str, Any]:
+    return {"name": name, "status": status, "detail": detail, "hint": hint}
+
+
+def run_checks() -> list[dict[str, Any]]:
+    """Every check, in the order a person would debug: config, vaults, model, indexes."""
+    from daemon.errors import RagdError
+    from daemon.paths import resolve_paths
+
+    checks = [_check("ragd", "ok", f"ragd {__version__}, Python {sys.version.split()[0]}")]
+    paths = resolve_paths()
+    try:
+        from daemon.config import load_config
+
+        config = load_config(paths)
+        checks.append(_check("config", "ok", str(paths.config_file)))
+    except RagdError as exc:
+        return checks + [_check("config", "fail", exc.message, exc.hint)]
+    checks += _vault_checks(config)
+    checks += _model_checks(config)
+    checks += _index_checks(paths, config)
+    return checks
+
+
+def _vault_checks(config: Any) -> list[dict[str, Any]]:
+    from daemon.app import vault_roots
+
+    roots = vault_roots(config)
+    if not roots:
+        return [_check("vault", "warn", "no vault configured and none found in obsidian.json",
+                       "run `ragd index /path/to/vault` or set [obsidian] vaults in config.toml")]
+    out = []
+    for root in roots:
+        if root.is_dir():
+            notes = sum(1 for _ in root.rglob("*.md"))
+            out.append(_check("vault", "ok", f"{root} ({notes:,} notes)"))
+        else:
+            out.append(_check("vault", "fail", f"{root} does not exist",
+                              "fix [obsidian] vaults in config.toml"))
+    return out
+
+
+def _model_checks(config: Any) -> list[dict[str, Any]]:
+    from daemon.embedding import SentenceTransformerEmbedder
+
+    try:
+        emb = SentenceTransformerEmbedder(config.embedding.model,
+                                          threads=config.embedding.threads)
+        vec = emb.embed(["ragd doctor"])
+        return [_check("model", "ok", f"{config.embedding.model}: {vec.shape[1]} dimensions, "
+                       f"{emb.max_tokens} tokens, {emb.threads} threads")]
+    except Exception as exc:  # any failure to load is the finding itself
+        return [_check("model", "fail", f"{config.embedding.model}: {exc}",
+                       "install ragd with `make setup`, or set [embedding] model to a local "
+                       "sentence-transformers folder")]
+
+
+def _index_checks(paths: Any, config: Any) -> list[dict[str, Any]]:
+    if not Path(paths.catalog_path).exists():
+        return [_check("index", "warn", "nothing indexed yet", "run `ragd index`")]
+    from daemon.app import App
+
+    with App(paths, config) as app:
+        c = app.consistency()
+        colls = app.catalog.collections()
+        out = []
+        for coll in colls:
+            st = app.catalog.collection_stats(coll.id)
+            out.append(_check(f"collection {coll.name}", "ok",
+                              f"{st['source_count']:,} sources, {st['chunk_count']:,} chunks, "
+                              f"{st['skipped_count']:,} skipped ({coll.root})"))
+    if c["ok"]:
+        out.append(_check("indexes", "ok", f"catalog, FAISS and Whoosh agree on "
+                          f"{c['catalog']:,} chunks"))
+    else:
+        out.append(_check("indexes", "fail", f"indexes disagree with the catalog: {c}",
+                          "run `ragd index --rebuild`"))
+    return out

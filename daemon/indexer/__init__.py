@@ -1,0 +1,1 @@
+"""Indexing: reconcile the disk with the catalog, then convert, chunk, embed and commit."""

@@ -1,0 +1,320 @@
+"""Apply a reconcile plan: read, chunk, embed (cache first), commit, project to the indexes.
+
+Work is done in groups: each group is one catalog transaction followed by one write to each
+index, so an interrupted run resumes where it stopped and searches see progress as it happens.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from daemon.catalog import Catalog, Collection, SourceUpdate, date_int, text_hash
+from daemon.chunking import chunk_markdown
+from daemon.embedding import Embedder
+from daemon.indexer.reconcile import Plan, reconcile
+from daemon.models import Document, FileState, Skip
+from daemon.sources.base import SourceKind, read_source_bytes, sha256_file
+from daemon.stores import IndexStore
+
+log = logging.getLogger(__name__)
+
+GROUP_CHUNKS = 256  # chunks embedded between commits: a few seconds of work on two cores
+GROUP_SOURCES = 200
+
+
+@dataclass
+class Progress:
+    """A snapshot for progress bars and `indexing.remaining`."""
+
+    collection: str
+    phase: str  # scan | index | done
+    done: int = 0
+    total: int = 0
+    chunks_embedded: int = 0
+
+
+@dataclass
+class IndexReport:
+    """The summary of one sync pass over a collection."""
+
+    collection: str
+    total_found: int = 0
+    indexed: int = 0
+    unchanged: int = 0
+    touched: int = 0
+    moved: int = 0
+    deleted: int = 0
+    chunks_written: int = 0
+    chunks_deleted: int = 0
+    embedded: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    skipped_files: list[tuple[str, str, str]] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+    def add_stage(self, stage: str, seconds: float) -> None:
+        self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + seconds
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "collection": self.collection, "total_found": self.total_found,
+            "indexed": self.indexed, "unchanged": self.unchanged, "moved": self.moved,
+            "deleted": self.deleted, "chunks_written": self.chunks_written,
+            "chunks_deleted": self.chunks_deleted, "embedded": self.embedded,
+            "skipped": dict(self.skipped),
+            "skipped_files": [{"path": p, "code": c, "detail": d}
+                              for p, c, d in self.skipped_files],
+            "warnings": [{"path": p, "code": c} for p, c in self.warnings],
+            "errors": [{"path": p, "error": e} for p, e in self.errors],
+            "seconds": round(self.seconds, 3),
+            "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
+        }
+
+
+@dataclass
+class _Parsed:
+    file: FileState
+    sha256: str
+    doc: Document
+    update: SourceUpdate | None = None
+
+
+class Indexer:
+    """The single writer: owns the catalog writes and the index projections."""
+
+    def __init__(self, catalog: Catalog, embedder: Embedder, stores: Sequence[IndexStore], *,
+                 max_file_bytes: int, on_progress: Callable[[Progress], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> None:
+        self.catalog = catalog
+        self.embedder = embedder
+        self.stores = list(stores)
+        self.max_file_bytes = max_file_bytes
+        self.on_progress = on_progress or (lambda p: None)
+        self.should_stop = should_stop or (lambda: False)
+        self.lock = threading.RLock()
+
+    # -- the sync pass ------------------------------------------------------------------------
+    def sync(self, coll: Collection, kind: SourceKind, *, paths: Sequence[str] | None = None,
+             force: bool = False) -> IndexReport:
+        """Bring one collection in line with the disk (all of it, or the given paths)."""
+        started = time.perf_counter()
+        report = IndexReport(coll.name)
+        root = Path(coll.root)
+        self.on_progress(Progress(coll.name, "scan"))
+        t0 = time.perf_counter()
+        walked = kind.walk(root)
+        disk = walked.files
+        known = self.catalog.source_records(coll.id)
+        if paths is not None:
+            wanted = set(paths)
+            prefixes = tuple(p.rstrip("/") + "/" for p in paths)
+            disk = [f for f in disk if f.path in wanted or f.path.startswith(prefixes)]
+            known = [r for r in known if r.path in wanted or r.path.startswith(prefixes)]
+        forced = {f.path for f in disk} if force else set()
+        plan = reconcile(disk, known, lambda rel: sha256_file(root / rel), force=forced)
+        report.add_stage("scan", time.perf_counter() - t0)
+        report.total_found = len(disk) + len(walked.skipped)
+        report.unchanged = plan.unchanged
+        with self.lock:
+            self._record_walk_skips(coll, walked.skipped, report, paths)
+            self._apply_plan(coll, kind, root, plan, report)
+            self.catalog.mark_indexed(coll.id)
+            t0 = time.perf_counter()
+            self.save()
+            report.add_stage("write_faiss", time.perf_counter() - t0)
+        report.seconds = time.perf_counter() - started
+        self.on_progress(Progress(coll.name, "done", report.indexed, len(plan.to_read),
+                                  report.embedded))
+        return report
+
+    def _record_walk_skips(self, coll: Collection, skipped: Sequence[tuple[str, Skip]],
+                           report: IndexReport, paths: Sequence[str] | None) -> None:
+        for rel, skip in skipped:
+            if paths is not None and rel not in paths:
+                continue
+            self.catalog.record_skip(coll.id, rel, code=skip.code, detail=skip.detail)
+            report.skipped[skip.code] = report.skipped.get(skip.code, 0) + 1
+            report.skipped_files.append((rel, skip.code, skip.detail))
+
+    def _apply_plan(self, coll: Collection, kind: SourceKind, root: Path, plan: Plan,
+                    report: IndexReport) -> None:
+        if plan.deleted:
+            report.chunks_deleted += self.catalog.delete_sources(
+                coll.id, [r.path for r in plan.deleted])
+            report.deleted = len(plan.deleted)
+        for rec, f in plan.touched:
+            self.catalog.touch_source(rec.id, f.size, f.mtime_ns)
+        report.touched = len(plan.touched)
+        for old, new in plan.moved:
+            self._move(coll, kind, root, old.path, new, report)
+        self.catch_up()
+        todo = plan.to_read
+        total = len(todo)
+        group: list[_Parsed] = []
+        pending_chunks = 0
+        for n, f in enumerate(todo, 1):
+            if self.should_stop():
+                break
+            parsed = self._read(coll, kind, root, f, report)
+            if parsed is not None:
+                group.append(parsed)
+                pending_chunks += len(parsed.update.chunks) if parsed.update else 0
+            if pending_chunks >= GROUP_CHUNKS or len(group) >= GROUP_SOURCES:
+                self._flush(coll, group, report)
+                group, pending_chunks = [], 0
+                self.on_progress(Progress(coll.name, "index", n, total, report.embedded))
+        if group:
+            self._flush(coll, group, report)
+        self.on_progress(Progress(coll.name, "index", total, total, report.embedded))
+
+    def _move(self, coll: Collection, kind: SourceKind, root: Path, old: str, new: FileState,
+              report: IndexReport) -> None:
+        data = read_source_bytes(root / new.path, self.max_file_bytes)
+        doc = kind.parse(new.path, data) if isinstance(data, bytes) else data
+        if isinstance(doc, Skip):
+            self.catalog.delete_sources(coll.id, [old])
+            self.catalog.record_skip(coll.id, new.path, code=doc.code, detail=doc.detail)
+            return
+        self.catalog.move_source(coll.id, old, new.path, doc.title,
+                                 self._metadata(kind, root, new.path, doc), new.mtime_ns)
+        report.moved += 1
+
+    def _metadata(self, kind: SourceKind, root: Path, rel: str, doc: Document) -> dict[str, object]:
+        meta = dict(doc.metadata)
+        meta["source_uri"] = kind.uri(root, rel)
+        return meta
+
+    def _read(self, coll: Collection, kind: SourceKind, root: Path, f: FileState,
+              report: IndexReport) -> _Parsed | None:
+        t0 = time.perf_counter()
+        try:
+            data = read_source_bytes(root / f.path, self.max_file_bytes)
+            sha = hashlib.sha256(data).hexdigest() if isinstance(data, bytes) else ""
+            doc = kind.parse(f.path, data) if isinstance(data, bytes) else data
+        except Exception as exc:  # one broken file never stops a collection
+            doc = self._unexpected(f.path, exc, report)
+            sha = ""
+        report.add_stage("read", time.perf_counter() - t0)
+        if isinstance(doc, Skip):
+            self.catalog.record_skip(coll.id, f.path, code=doc.code, detail=doc.detail,
+                                     size=f.size, mtime_ns=f.mtime_ns, sha256=sha)
+            report.skipped[doc.code] = report.skipped.get(doc.code, 0) + 1
+            report.skipped_files.append((f.path, doc.code, doc.detail))
+            return None
+        report.warnings.extend((f.path, w) for w in doc.warnings)
+        t0 = time.perf_counter()
+        try:
+            chunks = chunk_markdown(doc.title, doc.text, count_tokens=self.embedder.count_tokens,
+                                    max_tokens=self.embedder.max_tokens)
+        except Exception as exc:
+            skip = self._unexpected(f.path, exc, report)
+            self.catalog.record_skip(coll.id, f.path, code=skip.code, detail=skip.detail,
+                                     size=f.size, mtime_ns=f.mtime_ns, sha256=sha)
+            return None
+        report.add_stage("chunk", time.perf_counter() - t0)
+        date = date_int(doc.date) or _mtime_date(f.mtime_ns)
+        meta = self._metadata(kind, root, f.path, doc)
+        update = SourceUpdate(
+            path=f.path, size=f.size, mtime_ns=f.mtime_ns, sha256=sha, title=doc.title,
+            source_type=doc.source_type, date=date, metadata=meta,
+            tags=tuple(str(t) for t in doc.metadata.get("tags", ())), warnings=doc.warnings,
+            chunks=tuple(chunks))
+        return _Parsed(f, sha, doc, update)
+
+    @staticmethod
+    def _unexpected(path: str, exc: Exception, report: IndexReport) -> Skip:
+        ref = uuid.uuid4().hex[:8]
+        log.error("unexpected error indexing %s [%s]\n%s", path, ref, traceback.format_exc())
+        report.errors.append((path, f"{type(exc).__name__}: {exc} [{ref}]"))
+        return Skip("parse_error", f"{type(exc).__name__}: {exc} (log ref {ref})")
+
+    def _flush(self, coll: Collection, group: Sequence[_Parsed], report: IndexReport) -> None:
+        fp = self.embedder.fingerprint
+        updates = [p.update for p in group if p.update is not None]
+        texts: dict[str, str] = {}
+        for up in updates:
+            for ch in up.chunks:
+                texts.setdefault(text_hash(ch.embed_text), ch.embed_text)
+        cached = self.catalog.cached_vectors(fp, list(texts))
+        missing = [h for h in texts if h not in cached]
+        t0 = time.perf_counter()
+        vectors = {}
+        if missing:
+            mat = self.embedder.embed([texts[h] for h in missing])
+            vectors = dict(zip(missing, mat, strict=True))
+            report.embedded += len(missing)
+        report.add_stage("embed", time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        written, deleted = self.catalog.commit_sources(coll.id, updates, fp, vectors)
+        report.add_stage("commit", time.perf_counter() - t0)
+        report.chunks_written += written
+        report.chunks_deleted += deleted
+        report.indexed += len(updates)
+        self.catch_up(report)
+
+    # -- projections --------------------------------------------------------------------------
+    def catch_up(self, report: IndexReport | None = None) -> None:
+        """Apply journal ops to every index past its mark (idempotent: safe to replay)."""
+        for store in self.stores:
+            t0 = time.perf_counter()
+            mark = store.mark
+            while True:
+                new_mark, ids = self.catalog.ops_after(mark)
+                if not ids:
+                    break
+                rows = self.catalog.chunks_by_id(ids)
+                present = [rows[i] for i in ids if i in rows]
+                absent = [i for i in ids if i not in rows]
+                vectors = (self.catalog.vectors_for(self.embedder.fingerprint, present)
+                           if store.needs_vectors else {})
+                store.apply(present, absent, new_mark, vectors)
+                mark = new_mark
+            if report is not None:
+                report.add_stage(f"write_{store.name}", time.perf_counter() - t0)
+
+    def save(self) -> None:
+        """Persist every index, then forget the ops all of them have on disk."""
+        for store in self.stores:
+            store.save()
+        if self.stores:
+            self.catalog.prune_ops(min(s.persisted_mark for s in self.stores))
+
+    def rebuild(self, names: Sequence[str]) -> dict[str, int]:
+        """Rebuild the named indexes from the catalog alone: nothing is embedded again."""
+        counts: dict[str, int] = {}
+        with self.lock:
+            last = self.catalog.last_op()
+            for store in self.stores:
+                if store.name not in names:
+                    continue
+                store.reset(self.embedder.fingerprint)
+                n = 0
+                for rows in self.catalog.iter_chunks():
+                    vectors = (self.catalog.vectors_for(self.embedder.fingerprint, rows)
+                               if store.needs_vectors else {})
+                    store.apply(rows, [], 0, vectors)
+                    n += len(rows)
+                store.apply([], [], last, {})
+                store.save()
+                counts[store.name] = n
+            self.catch_up()
+            self.save()
+        return counts
+
+
+def _mtime_date(mtime_ns: int) -> int | None:
+    if not mtime_ns:
+        return None
+    d = dt.datetime.fromtimestamp(mtime_ns / 1e9, tz=dt.UTC).date()
+    return d.year * 10000 + d.month * 100 + d.day

@@ -1,0 +1,362 @@
+"""The wire protocol every ragd client shares: JSON-RPC 2.0, one JSON object per line.
+
+A frame is one UTF-8 JSON object followed by ``\\n``. JSON escapes newlines inside strings, so
+a raw newline always ends a frame. Every connection opens with ``hello``, which returns the
+daemon's version, :data:`PROTOCOL_VERSION` and its capabilities; a client speaking another
+protocol version gets :data:`PROTOCOL_MISMATCH`.
+
+Errors keep two layers: the JSON-RPC ``code`` (below) says what kind of failure it was; for
+application errors (:data:`APPLICATION_ERROR`) ``data.code`` is the :class:`RagdError` code, so
+:func:`exception_from_error` re-raises the same kind of error on the client side.
+
+Light on purpose: the standard library, and pydantic only when a request's params are validated
+(the models are built on first use), so that thin clients start fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from daemon.errors import InvalidArgument, ProtocolMismatch, RagdError
+
+PROTOCOL_VERSION = 1
+JSONRPC_VERSION = "2.0"
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+APPLICATION_ERROR = -32000
+PROTOCOL_MISMATCH = -32001
+FRAME_TOO_LARGE = -32002
+
+METHODS: tuple[str, ...] = (
+    "hello", "status", "search", "list_collections", "collection_info", "index", "pause",
+    "resume", "shutdown", "subscribe", "skipped",
+)
+
+RESTART_HINT = "restart the daemon: `ragd stop && ragd start`"
+
+# The RagdError code a client sees for each protocol-level failure.
+_PROTOCOL_CODES = {
+    PARSE_ERROR: "parse_error",
+    INVALID_REQUEST: "invalid_request",
+    METHOD_NOT_FOUND: "method_not_found",
+    INVALID_PARAMS: "invalid_argument",
+    INTERNAL_ERROR: "internal",
+    PROTOCOL_MISMATCH: ProtocolMismatch.code,
+    FRAME_TOO_LARGE: "frame_too_large",
+}
+
+
+class InvalidParams(InvalidArgument):
+    """A request's params do not fit its method: travels as :data:`INVALID_PARAMS`."""
+
+
+class MethodNotFound(RagdError):
+    """The daemon does not implement the method: travels as :data:`METHOD_NOT_FOUND`."""
+
+    code = "method_not_found"
+
+
+# -- framing ---------------------------------------------------------------------------------
+
+
+def _json_default(obj: Any) -> Any:
+    # Results are built from frozen dataclasses and pydantic models inside the daemon.
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    if isinstance(obj, (dt.date, dt.datetime, dt.time)):
+        return obj.isoformat()
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def encode(obj: Any) -> bytes:
+    """One frame: compact UTF-8 JSON and a newline. Raises ``ValueError``/``TypeError``."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                      default=_json_default)
+    return text.encode("utf-8") + b"\n"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def decode(frame: bytes) -> Any:
+    """Parse one frame (with or without its newline).
+
+    Raises ``ValueError`` for invalid UTF-8, malformed JSON, NaN/Infinity and oversized
+    integers, and ``RecursionError`` for absurdly nested input.
+    """
+    return json.loads(frame.decode("utf-8"), parse_constant=_reject_constant)
+
+
+# -- messages --------------------------------------------------------------------------------
+
+
+def request(id: int | str | None, method: str, params: Mapping[str, Any] | None = None) -> dict:
+    """A request; ``id=None`` makes it a notification (no id member, no response)."""
+    msg: dict[str, Any] = {"jsonrpc": JSONRPC_VERSION, "method": method}
+    if params is not None:
+        msg["params"] = dict(params)
+    if id is not None:
+        msg["id"] = id
+    return msg
+
+
+def result_response(id: int | str | None, result: Any) -> dict:
+    return {"jsonrpc": JSONRPC_VERSION, "id": id, "result": result}
+
+
+def error_response(id: int | str | None, code: int, message: str,
+                   data: Mapping[str, Any] | None = None) -> dict:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = dict(data)
+    return {"jsonrpc": JSONRPC_VERSION, "id": id, "error": error}
+
+
+def notification(method: str, params: Mapping[str, Any] | None = None) -> dict:
+    """A server-to-client event (progress, state changes): no id, never answered."""
+    return request(None, method, params if params is not None else {})
+
+
+def new_reference() -> str:
+    """A short id that ties an internal error reply to its traceback in the daemon log."""
+    return secrets.token_hex(4)
+
+
+def error_from_exception(id: int | str | None, exc: BaseException,
+                         reference: str | None = None) -> dict:
+    """The error response for ``exc``.
+
+    A :class:`RagdError` keeps its message, code, hint and (for :class:`InvalidArgument`) the
+    parameter. Anything else is a bug: the reply says only "internal error" and a reference
+    that the caller should log with the traceback; it never carries the traceback itself.
+    """
+    if isinstance(exc, RagdError):
+        data: dict[str, Any] = {"code": exc.code, "hint": exc.hint}
+        if isinstance(exc, InvalidArgument):
+            data["param"] = exc.param
+        if isinstance(exc, InvalidParams):
+            code = INVALID_PARAMS
+        elif isinstance(exc, ProtocolMismatch):
+            code = PROTOCOL_MISMATCH
+        elif isinstance(exc, MethodNotFound):
+            code = METHOD_NOT_FOUND
+        else:
+            code = APPLICATION_ERROR
+        return error_response(id, code, exc.message, data)
+    reference = reference or new_reference()
+    return error_response(
+        id, INTERNAL_ERROR, f"internal error (reference {reference})",
+        {"code": "internal", "reference": reference,
+         "hint": f"this is a bug in ragd; the daemon log has the details under {reference}"})
+
+
+def _error_classes() -> dict[str, type[RagdError]]:
+    """Every loaded RagdError class by the code it defines itself (parents before children)."""
+    found: dict[str, type[RagdError]] = {}
+    queue: list[type[RagdError]] = [RagdError]
+    while queue:
+        cls = queue.pop(0)
+        if "code" in cls.__dict__:
+            found.setdefault(cls.code, cls)
+        queue.extend(cls.__subclasses__())
+    return found
+
+
+def exception_from_error(error: Mapping[str, Any]) -> RagdError:
+    """Rebuild the daemon's exception from a response's ``error`` member."""
+    raw_data = error.get("data")
+    data: Mapping[str, Any] = raw_data if isinstance(raw_data, Mapping) else {}
+    message = str(error.get("message") or "unknown error")
+    hint = str(data.get("hint") or "")
+    rpc_code = error.get("code")
+    code = data.get("code") or _PROTOCOL_CODES.get(rpc_code)
+    if rpc_code == INVALID_PARAMS or code == InvalidArgument.code:
+        param = data.get("param")
+        param = param if isinstance(param, str) and param else "params"
+        # The daemon's message already starts with "param: "; the constructor adds it again.
+        prefix = f"{param}: "
+        text = message[len(prefix):] if message.startswith(prefix) else message
+        kind = InvalidParams if rpc_code == INVALID_PARAMS else InvalidArgument
+        return kind(param, text, hint)
+    if rpc_code == PROTOCOL_MISMATCH:
+        return ProtocolMismatch(message, hint or RESTART_HINT)
+    if rpc_code == METHOD_NOT_FOUND:
+        return MethodNotFound(message, hint)
+    cls = _error_classes().get(code) if isinstance(code, str) else None
+    exc: RagdError
+    try:
+        exc = cls(message, hint) if cls is not None else RagdError(message, hint)
+    except TypeError:  # a subclass with another constructor
+        exc = RagdError(message, hint)
+    if isinstance(code, str) and code != exc.code:
+        exc.code = code  # keep the daemon's code even when this side lacks the class
+    return exc
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request that passed :func:`parse_request`; ``id`` is None for a notification."""
+
+    id: int | str | None
+    method: str
+    params: dict[str, Any]
+    is_notification: bool
+
+
+class BadRequest(Exception):
+    """A frame that is not a usable JSON-RPC request; ``response`` is the reply to send."""
+
+    def __init__(self, response: dict) -> None:
+        super().__init__(response["error"]["message"])
+        self.response = response
+
+
+def parse_request(msg: Any) -> Request:
+    """Check the JSON-RPC shape of a decoded frame. Raises :class:`BadRequest`.
+
+    Only named params (an object) are supported. A valid id is echoed in the error so a
+    client can match it; an undetectable one is ``null``, as JSON-RPC requires.
+    """
+    if isinstance(msg, list):
+        raise BadRequest(error_response(None, INVALID_REQUEST,
+                                        "batch requests are not supported"))
+    if not isinstance(msg, dict):
+        raise BadRequest(error_response(None, INVALID_REQUEST,
+                                        "a request must be a JSON object"))
+    raw_id = msg.get("id")
+    id_ok = raw_id is None or (isinstance(raw_id, (int, str)) and not isinstance(raw_id, bool))
+    rid = raw_id if id_ok else None
+    if not id_ok:
+        raise BadRequest(error_response(None, INVALID_REQUEST,
+                                        "id must be a string, an integer or null"))
+    if msg.get("jsonrpc") != JSONRPC_VERSION:
+        raise BadRequest(error_response(rid, INVALID_REQUEST, 'jsonrpc must be "2.0"'))
+    method = msg.get("method")
+    if not isinstance(method, str) or not method:
+        raise BadRequest(error_response(rid, INVALID_REQUEST,
+                                        "method must be a non-empty string"))
+    params = msg.get("params", {})
+    if params is None:
+        params = {}
+    if isinstance(params, list):
+        raise BadRequest(error_from_exception(
+            rid, InvalidParams("params", "must be an object (named parameters)")))
+    if not isinstance(params, dict):
+        raise BadRequest(error_response(rid, INVALID_REQUEST, "params must be an object"))
+    return Request(rid, method, params, is_notification="id" not in msg)
+
+
+# -- params ----------------------------------------------------------------------------------
+
+_MODELS: dict[str, Any] = {}
+
+
+def _build_models() -> dict[str, Any]:
+    # Built on first use: importing pydantic and building the schemas costs a thin client
+    # ~0.2 s it never needs, since only the daemon validates params.
+    from pydantic import BaseModel, ConfigDict
+
+    class _Params(BaseModel):
+        # Strict: a JSON client sends real ints and strings; a typo'd field name is an error.
+        model_config = ConfigDict(extra="forbid", strict=True)
+
+    class SearchParams(_Params):
+        """Search; ``mode`` and ``top_k`` ranges are checked by the search engine."""
+
+        query: str
+        collection: str | None = None
+        top_k: int = 10
+        source_type: str | None = None
+        date_from: str | None = None  # YYYY-MM-DD
+        date_to: str | None = None
+        sender: str | None = None
+        author: str | None = None
+        mode: str = "hybrid"
+        folder: str | None = None
+        tags: list[str] = []
+        explain: bool = False
+
+    class IndexParams(_Params):
+        collection: str | None = None
+        path: str | None = None
+        wait: bool = True
+        rebuild: str | None = None
+
+    class CollectionInfoParams(_Params):
+        collection: str
+
+    class HelloParams(_Params):
+        # Extra members are ignored so a newer client still gets a clean protocol mismatch.
+        model_config = ConfigDict(extra="ignore", strict=True)
+        client: str
+        protocol: int
+
+    return {"search": SearchParams, "index": IndexParams,
+            "collection_info": CollectionInfoParams, "hello": HelloParams}
+
+
+def param_model(method: str) -> Any:
+    """The pydantic model for ``method``'s params, or None when they are free-form."""
+    if not _MODELS:
+        _MODELS.update(_build_models())
+    return _MODELS.get(method)
+
+
+def __getattr__(name: str) -> Any:  # SearchParams, IndexParams, ... on first access
+    by_name = {"SearchParams": "search", "IndexParams": "index",
+               "CollectionInfoParams": "collection_info", "HelloParams": "hello"}
+    if name in by_name:
+        return param_model(by_name[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def parse_params(method: str, params: Mapping[str, Any] | None) -> Any:
+    """Validate ``params`` for ``method``: its model instance, or a plain dict.
+
+    Raises :class:`InvalidParams` naming the first offending field (``a.b`` for nested ones).
+    Idempotent: ``parse_params(m, parse_params(m, p).model_dump())`` gives the same model.
+    """
+    raw = dict(params or {})
+    model = param_model(method)
+    if model is None:
+        return raw
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = errors[0]
+        field = ".".join(str(p) for p in first["loc"]) or "params"
+        message = _describe(first)
+        if len(errors) > 1:
+            message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+        fields = ", ".join(sorted(model.model_fields))
+        raise InvalidParams(field, message, f"{method} accepts: {fields}") from None
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    kind = error.get("type", "")
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        return "is not a parameter of this method"
+    return str(error.get("msg", "is invalid")).lower()

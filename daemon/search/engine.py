@@ -1,0 +1,209 @@
+"""Run the legs with the filters pushed down, fuse them, and shape the results.
+
+Searches read the last committed state of each index and never wait for the indexer.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from daemon.catalog import Catalog, ChunkRow
+from daemon.embedding import Embedder
+from daemon.errors import InvalidArgument
+from daemon.search.filters import COLLECTION_TYPES, MODES, Filters, to_sql, to_whoosh
+from daemon.search.fusion import Fused, collapse, normalise, rrf
+from daemon.stores.fulltext import WhooshStore
+from daemon.stores.vectors import FaissStore
+
+log = logging.getLogger(__name__)
+
+_QUOTED = re.compile(r'"([^"]+)"')
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    query: str
+    top_k: int = 10
+    mode: str = "hybrid"
+    filters: Filters = field(default_factory=Filters)
+    explain: bool = False
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    rrf_k: int = 60
+    keyword_weight: float = 1.0
+    semantic_weight: float = 1.0
+    exact_weight: float = 1.0
+    overfetch: int = 50
+    max_per_source: int = 2
+
+
+def validate(req: SearchRequest) -> None:
+    if not isinstance(req.top_k, int) or not 1 <= req.top_k <= 100:
+        raise InvalidArgument("top_k", f"must be between 1 and 100, got {req.top_k!r}",
+                              "pass a whole number from 1 to 100 (default 10)")
+    if req.mode not in MODES:
+        raise InvalidArgument("mode", f"unknown mode {req.mode!r}",
+                              f"use one of {', '.join(MODES)}")
+    f = req.filters
+    if f.date_from and f.date_to and f.date_from > f.date_to:
+        raise InvalidArgument("date_from", "is after date_to", "swap the two dates")
+
+
+class SearchEngine:
+    def __init__(self, catalog: Catalog, embedder: Embedder, faiss: FaissStore,
+                 whoosh: WhooshStore, settings: SearchSettings,
+                 indexing: Callable[[], dict[str, Any] | None] = lambda: None) -> None:
+        self.catalog = catalog
+        self.embedder = embedder
+        self.faiss = faiss
+        self.whoosh = whoosh
+        self.settings = settings
+        self.indexing = indexing
+        self._analyzer = None
+
+    # -- collections ---------------------------------------------------------------------------
+    def resolve_collection(self, value: str | None) -> tuple[str, ...] | None:
+        """A collection name, or a collection type meaning all collections of that type."""
+        if value is None or value == "":
+            return None
+        colls = self.catalog.collections()
+        if any(c.name == value for c in colls):
+            return (value,)
+        if value in COLLECTION_TYPES:
+            return tuple(c.name for c in colls if c.type == value)
+        known = ", ".join(sorted(c.name for c in colls)) or "none yet"
+        raise InvalidArgument("collection", f"unknown collection {value!r}",
+                              f"use a collection name ({known}) or a type "
+                              f"({', '.join(COLLECTION_TYPES)}); rag_list_collections lists them")
+
+    # -- legs ----------------------------------------------------------------------------------
+    def analyse(self, text: str) -> list[str]:
+        if self._analyzer is None:
+            from daemon.stores.fulltext import _analyzer
+
+            self._analyzer = _analyzer()
+        return list(dict.fromkeys(t.text for t in self._analyzer(text)))  # type: ignore[misc]
+
+    def keyword_leg(self, query: str, k: int, filters: Filters) -> list[int]:
+        """BM25F, matching ANY analysed term: documents matching more terms rank higher."""
+        from whoosh import query as Q
+
+        terms = self.analyse(query)
+        if not terms:
+            return []
+        parts: list[Any] = [Q.Term(fld, t) for t in terms for fld in ("title", "headings",
+                                                                       "content")]
+        for phrase in _QUOTED.findall(query):
+            words = self.analyse(phrase)
+            if len(words) > 1:
+                parts.append(Q.Phrase("content", words, boost=2.0))
+        hits = self.whoosh.search(Q.Or(parts), k, to_whoosh(filters))
+        return [cid for cid, _ in hits]
+
+    def semantic_leg(self, query: str, k: int, filters: Filters) -> list[int]:
+        allowed = None
+        if filters.active:
+            where, args = to_sql(filters)
+            allowed = self.catalog.filter_chunk_ids(where, args)
+        vec = self.embedder.embed([query])[0]
+        return [cid for cid, _ in self.faiss.search(vec, k, allowed)]
+
+    def exact_leg(self, query: str, k: int, filters: Filters) -> list[int]:
+        """Exact title/alias matches, then exact phrase matches: never buried by neighbours."""
+        from whoosh import query as Q
+
+        ids = self.catalog.titles_equal(query, filters.collections)
+        if ids and filters.active:
+            where, args = to_sql(filters)
+            allowed = set(self.catalog.filter_chunk_ids(where, args))
+            ids = [i for i in ids if i in allowed]
+        words = self.analyse(query)
+        if len(words) > 1:
+            hits = self.whoosh.search(Q.Phrase("content", words), k, to_whoosh(filters))
+            ids += [cid for cid, _ in hits if cid not in ids]
+        return ids[:k]
+
+    # -- the search ----------------------------------------------------------------------------
+    def search(self, req: SearchRequest) -> dict[str, Any]:
+        """Results in the rag_search shape, plus timings when explaining."""
+        validate(req)
+        s = self.settings
+        t0 = time.perf_counter()
+        query = " ".join(req.query.split())
+        k = max(s.overfetch, req.top_k * 3)
+        legs: dict[str, list[int]] = {}
+        weights = {"keyword": s.keyword_weight, "semantic": s.semantic_weight,
+                   "exact": s.exact_weight}
+        if query:
+            if req.mode in ("hybrid", "keyword"):
+                legs["keyword"] = self.keyword_leg(query, k, req.filters)
+            if req.mode in ("hybrid", "semantic"):
+                legs["semantic"] = self.semantic_leg(query, k, req.filters)
+            if req.mode != "semantic":
+                legs["exact"] = self.exact_leg(query, k, req.filters)
+        fused = rrf(legs, weights, s.rrf_k)
+        rows = self.catalog.chunks_by_id([f.id for f in fused])
+        fused = [f for f in fused if f.id in rows]  # deleted since the leg ran
+        top = collapse(fused, lambda i: rows[i].source_id, s.max_per_source, req.top_k)
+        main = [weights[leg] for leg in legs if leg != "exact"]
+        results = [self._result(rows[f.id], f, normalise(f.score, main, s.rrf_k), req, query)
+                   for f in top]
+        out: dict[str, Any] = {"results": results, "indexing": self.indexing()}
+        if req.explain:
+            out["timing_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        return out
+
+    def _result(self, row: ChunkRow, f: Fused, score: float, req: SearchRequest,
+                query: str) -> dict[str, Any]:
+        meta = row.metadata
+        metadata: dict[str, Any] = {
+            "tags": list(row.tags),
+            "heading_path": list(row.heading_path),
+            "chunk_id": row.id,
+            "chunk_index": row.ordinal,
+        }
+        for key in ("aliases", "folder", "sender", "recipients", "date", "authors"):
+            if key in meta:
+                metadata[key] = meta[key]
+        if row.date and "date" not in metadata:
+            d = str(row.date)
+            metadata["date"] = f"{d[:4]}-{d[4:6]}-{d[6:]}"
+        metadata["snippet"] = snippet(row.text, self.analyse(query) if query else [])
+        if req.explain:
+            metadata["explain"] = {"ranks": f.ranks, "rrf": round(f.score, 6)}
+        return {
+            "title": row.title,
+            "content": row.text,
+            "collection": row.collection,
+            "source_type": row.source_type,
+            "source_path": str(Path(row.root) / row.path),
+            "source_uri": meta.get("source_uri", ""),
+            "score": round(score, 4),
+            "metadata": metadata,
+        }
+
+
+def snippet(text: str, terms: Sequence[str], width: int = 240) -> str:
+    """A short window of the chunk around the first query term, on word boundaries."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    low = flat.lower()
+    positions = [low.find(t) for t in terms if t and low.find(t) >= 0]
+    start = max(0, min(positions) - width // 3) if positions else 0
+    if start:
+        space = flat.find(" ", start)
+        start = space + 1 if 0 <= space < start + 30 else start
+    end = min(len(flat), start + width)
+    if end < len(flat):
+        space = flat.rfind(" ", start, end)
+        end = space if space > start + width // 2 else end
+    return ("…" if start else "") + flat[start:end] + ("…" if end < len(flat) else "")

@@ -1,0 +1,107 @@
+"""Search filters, validated once and translated for each leg (SQL for FAISS, Whoosh query)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from daemon.errors import InvalidArgument
+
+MODES = ("hybrid", "keyword", "semantic")
+COLLECTION_TYPES = ("system", "code", "project")
+
+
+@dataclass(frozen=True)
+class Filters:
+    collections: tuple[str, ...] | None = None  # resolved collection names; None = all
+    source_type: str | None = None
+    date_from: int | None = None  # YYYYMMDD, inclusive
+    date_to: int | None = None
+    folder: str | None = None  # relative folder; matches everything below it
+    tags: tuple[str, ...] = ()  # all must match; a parent tag matches nested ones
+    sender: str | None = None  # case-insensitive substring
+    author: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return any((self.collections is not None, self.source_type, self.date_from,
+                    self.date_to, self.folder, self.tags, self.sender, self.author))
+
+
+def parse_date(param: str, value: str | None) -> int | None:
+    """'YYYY-MM-DD' -> YYYYMMDD, or an InvalidArgument that says how to write it."""
+    if value is None or value == "":
+        return None
+    try:
+        d = dt.date.fromisoformat(str(value).strip()[:10])
+    except ValueError:
+        raise InvalidArgument(param, f"{value!r} is not a date",
+                              "use the form YYYY-MM-DD, e.g. 2024-05-31") from None
+    return d.year * 10000 + d.month * 100 + d.day
+
+
+def clean_folder(folder: str | None) -> str | None:
+    if folder is None:
+        return None
+    f = folder.replace("\\", "/").strip().strip("/")
+    return f or None
+
+
+def _like_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def to_sql(f: Filters) -> tuple[str, list[Any]]:
+    """A WHERE condition over ``s`` (sources) and ``c`` (collections)."""
+    where: list[str] = ["1=1"]
+    args: list[Any] = []
+    if f.collections is not None:
+        where.append(f"c.name IN ({','.join('?' * len(f.collections))})")
+        args += list(f.collections)
+    if f.source_type:
+        where.append("s.source_type = ?")
+        args.append(f.source_type)
+    if f.date_from is not None:
+        where.append("s.date >= ?")
+        args.append(f.date_from)
+    if f.date_to is not None:
+        where.append("s.date <= ?")
+        args.append(f.date_to)
+    if f.folder:
+        where.append("s.path LIKE ? ESCAPE '\\'")
+        args.append(_like_escape(f.folder) + "/%")
+    for tag in f.tags:
+        where.append("EXISTS (SELECT 1 FROM source_tags t WHERE t.source_id = s.id"
+                     " AND (t.tag = ? OR t.tag LIKE ? ESCAPE '\\'))")
+        args += [tag, _like_escape(tag) + "/%"]
+    for key, value in (("sender", f.sender), ("authors", f.author)):
+        if value:
+            where.append(f"lower(COALESCE(json_extract(s.metadata, '$.{key}'), '')) LIKE ?"
+                         " ESCAPE '\\'")
+            args.append("%" + _like_escape(value.lower()) + "%")
+    return " AND ".join(where), args
+
+
+def to_whoosh(f: Filters) -> Any:
+    """The same filter as a Whoosh query (None when nothing is filtered)."""
+    from whoosh import query as Q
+
+    parts: list[Any] = []
+    if f.collections is not None:
+        parts.append(Q.Or([Q.Term("collection", c) for c in f.collections])
+                     if f.collections else Q.NullQuery)
+    if f.source_type:
+        parts.append(Q.Term("source_type", f.source_type))
+    if f.date_from is not None or f.date_to is not None:
+        parts.append(Q.NumericRange("date", f.date_from, f.date_to))
+    if f.folder:
+        parts.append(Q.Term("folders", f.folder))
+    parts.extend(Q.Term("tags", t) for t in f.tags)
+    if f.sender:
+        parts.append(Q.Wildcard("sender", f"*{f.sender.lower()}*"))
+    if f.author:
+        parts.append(Q.Wildcard("author", f"*{f.author.lower()}*"))
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else Q.And(parts)

@@ -1,0 +1,494 @@
+"""The Obsidian vault source: list the notes of a vault and parse one note into a ``Document``.
+
+Everything that can go wrong with a single file comes back as data (a ``Skip`` with a code from
+``daemon.skips``, or a warning code on the ``Document``); only a vault root that is missing or
+unreadable raises, because an empty listing would otherwise look like "every note was deleted".
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import math
+import os
+import re
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import yaml
+from frontmatter import YAMLHandler
+
+from daemon.errors import InvalidArgument, NotFound, RagdError
+from daemon.models import Document, FileState, Skip
+
+log = logging.getLogger(__name__)
+
+DEFAULT_EXCLUDE: tuple[str, ...] = (".obsidian", ".trash", ".git", "node_modules")
+DEFAULT_SUFFIXES: tuple[str, ...] = (".md",)
+BINARY_SNIFF_BYTES = 8192
+
+_TEMP_SUFFIXES = ("~", ".swp", ".swo", ".tmp", ".crdownload")
+_YAML = YAMLHandler()  # python-frontmatter's YAML loader (yaml.SafeLoader)
+_YAML_ERRORS = (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError)
+# JSON-safe conversion limits: YAML aliases can build huge or self-referencing structures.
+_MAX_DEPTH = 32
+_MAX_NODES = 10_000
+
+
+@dataclass(frozen=True)
+class WalkResult:
+    """The notes found under a vault root, and the entries that could not be listed."""
+
+    files: list[FileState]  # sorted by path
+    skipped: list[tuple[str, Skip]]  # (path relative to the root, why)
+
+
+# --------------------------------------------------------------------------------------- walk
+
+
+def walk_vault(
+    root: Path,
+    *,
+    exclude: Sequence[str] = DEFAULT_EXCLUDE,
+    suffixes: Sequence[str] = DEFAULT_SUFFIXES,
+) -> WalkResult:
+    """List the notes under ``root`` without opening any file.
+
+    Names in ``exclude`` (a file or folder name, or a '/'-separated path relative to the root),
+    hidden names (leading '.') and editor temp/backup files are ignored. Suffixes match
+    case-insensitively. Directory symlinks are followed; a link back to a directory already on
+    the current path is recorded as ``symlink_loop`` instead of being entered. Raises
+    ``NotFound`` if the root is not a directory and ``RagdError`` if it cannot be listed.
+    """
+    try:
+        root_st = os.stat(root)
+    except OSError as exc:
+        raise NotFound(f"vault folder {root} not found", "check the vault path in config.toml") from exc
+    if not stat.S_ISDIR(root_st.st_mode):
+        raise NotFound(f"vault path {root} is not a folder", "point the vault path at a folder")
+    rules = _Rules(frozenset(e.strip("/") for e in exclude), tuple(s.lower() for s in suffixes))
+    files: list[FileState] = []
+    skipped: list[tuple[str, Skip]] = []
+    stack: list[tuple[str, str, frozenset[tuple[int, int]]]] = [
+        (os.fspath(root), "", frozenset({(root_st.st_dev, root_st.st_ino)}))
+    ]
+    while stack:
+        path, rel, ancestors = stack.pop()
+        entries = _list_dir(path, rel, skipped)
+        for entry in entries:
+            _visit(entry, rel, ancestors, rules, files, skipped, stack)
+    files.sort(key=lambda f: f.path)
+    skipped.sort(key=lambda s: s[0])
+    return WalkResult(files=files, skipped=skipped)
+
+
+@dataclass(frozen=True)
+class _Rules:
+    exclude: frozenset[str]
+    suffixes: tuple[str, ...]
+
+    def ignored(self, name: str, rel: str) -> bool:
+        return name.startswith(".") or name in self.exclude or rel in self.exclude
+
+    def is_note(self, name: str) -> bool:
+        lower = name.lower()
+        if lower.endswith(_TEMP_SUFFIXES) or (name.startswith("#") and name.endswith("#")):
+            return False
+        return lower.endswith(self.suffixes)
+
+    def reports_link(self, name: str) -> bool:
+        """Whether a link we cannot resolve is worth reporting: a note, or probably a folder."""
+        return self.is_note(name) or not os.path.splitext(name)[1]
+
+
+def _list_dir(path: str, rel: str, skipped: list[tuple[str, Skip]]) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(path) as it:
+            return list(it)
+    except FileNotFoundError:
+        return []  # removed while we walked: its notes are gone, which is the truth
+    except OSError as exc:
+        if not rel:
+            raise RagdError(f"cannot list the vault folder {path}: {exc.strerror}",
+                            "check the folder's permissions") from exc
+        skipped.append((rel, Skip("unreadable", f"cannot list folder: {exc.strerror}")))
+        return []
+
+
+def _visit(
+    entry: os.DirEntry[str],
+    parent_rel: str,
+    ancestors: frozenset[tuple[int, int]],
+    rules: _Rules,
+    files: list[FileState],
+    skipped: list[tuple[str, Skip]],
+    stack: list[tuple[str, str, frozenset[tuple[int, int]]]],
+) -> None:
+    name = entry.name
+    rel = f"{parent_rel}/{name}" if parent_rel else name
+    if rules.ignored(name, rel):
+        return
+    is_link = False
+    try:
+        is_link = entry.is_symlink()
+        if is_link or entry.is_dir(follow_symlinks=False):
+            # os.stat, not entry.stat: on Windows the cached entry has st_ino == 0.
+            st = os.stat(entry.path)
+        elif rules.is_note(name):
+            st = entry.stat(follow_symlinks=False)
+        else:
+            return
+    except OSError as exc:
+        if is_link and rules.reports_link(name):
+            skipped.append((_safe(rel), _link_skip(exc)))
+        elif not is_link and not isinstance(exc, FileNotFoundError):
+            skipped.append((_safe(rel), Skip("unreadable", exc.strerror or str(exc))))
+        return
+    if stat.S_ISDIR(st.st_mode):
+        key = (st.st_dev, st.st_ino)
+        if key in ancestors:
+            skipped.append((_safe(rel), Skip("symlink_loop", "links back to a folder above it")))
+        else:
+            stack.append((entry.path, rel, ancestors | {key}))
+        return
+    if not rules.is_note(name):
+        return
+    if _safe(rel) != rel:
+        skipped.append((_safe(rel), Skip("unreadable", "file name is not valid UTF-8")))
+    elif stat.S_ISREG(st.st_mode):
+        files.append(FileState(path=rel, size=st.st_size, mtime_ns=st.st_mtime_ns))
+    else:
+        skipped.append((rel, Skip("not_regular", f"file type {stat.filemode(st.st_mode)[0]!r}")))
+
+
+def _link_skip(exc: OSError) -> Skip:
+    if exc.errno == errno.ELOOP:
+        return Skip("symlink_loop", "symbolic link points back at itself")
+    if isinstance(exc, FileNotFoundError | NotADirectoryError):
+        return Skip("broken_link", "symbolic link target does not exist")
+    return Skip("unreadable", exc.strerror or str(exc))
+
+
+def _safe(rel: str) -> str:
+    """``rel`` if it is valid UTF-8, else a printable stand-in (names from undecodable bytes)."""
+    try:
+        rel.encode("utf-8")
+        return rel
+    except UnicodeEncodeError:
+        return rel.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+# --------------------------------------------------------------------------------------- read
+
+
+def read_note(root: Path, rel: str, *, max_bytes: int) -> Document | Skip:
+    """Read ``root/rel`` and parse it (see ``parse_note``); never raises for a bad file.
+
+    The size is checked with ``stat`` before the file is opened, and the file is opened
+    non-blocking, so an oversized file is never loaded and a FIFO never blocks.
+    """
+    parts = rel.split("/")
+    outside = not rel or rel.startswith("/") or ".." in parts
+    # Backslashes and ':' are legal in POSIX file names but could leave the vault on Windows.
+    if outside or (os.name == "nt" and ("\\" in rel or ":" in rel)):
+        raise InvalidArgument("rel", f"{rel!r} is not a '/'-separated path inside the vault")
+    data = _read_bytes(os.path.join(root, *parts), max_bytes)
+    return data if isinstance(data, Skip) else parse_note(rel, data)
+
+
+def _read_bytes(path: str, max_bytes: int) -> bytes | Skip:
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return Skip("not_regular", "not a regular file")
+        if st.st_size > max_bytes:
+            return _too_large(st.st_size, max_bytes)
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+        with os.fdopen(os.open(path, flags), "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # replaced since the stat
+                return Skip("not_regular", "not a regular file")
+            # Ask for the size stat gave (+1 to notice growth), not max_bytes: read(n) allocates n.
+            limit = max_bytes + 1
+            data = fh.read(min(st.st_size + 1, limit))
+            if st.st_size < len(data) < limit:
+                data += fh.read(limit - len(data))
+    except (FileNotFoundError, NotADirectoryError):
+        if os.path.lexists(path):
+            return Skip("broken_link", "symbolic link target does not exist")
+        return Skip("vanished", "file disappeared before it could be read")
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return Skip("symlink_loop", "symbolic link points back at itself")
+        return Skip("unreadable", exc.strerror or str(exc))
+    if len(data) > max_bytes:  # grew after the stat
+        return _too_large(len(data), max_bytes)
+    return data
+
+
+def _stem(name: str) -> str:
+    stem, suffix = os.path.splitext(name)
+    return stem if suffix else name
+
+
+def _too_large(size: int, max_bytes: int) -> Skip:
+    return Skip("too_large", f"{size:,} bytes is over the limit of {max_bytes:,}")
+
+
+# -------------------------------------------------------------------------------------- parse
+
+
+def parse_note(rel: str, data: bytes) -> Document | Skip:
+    """Parse the bytes of the note at ``rel`` (vault-relative, '/'-separated).
+
+    The decoded text (UTF-8, BOM removed) is ``frontmatter block + Document.text``, so
+    ``Document.body_offset`` maps offsets in ``text`` back to the decoded file.
+    """
+    if not data:
+        return Skip("empty", "file has zero bytes")
+    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+        return Skip("binary", f"NUL byte in the first {BINARY_SNIFF_BYTES} bytes")
+    try:
+        return _parse_text(rel, data)
+    except Exception as exc:  # a parser bug must cost one note, not the collection
+        log.exception("unexpected error parsing %s", rel)
+        return Skip("parse_error", f"{type(exc).__name__}: {exc}")
+
+
+def _parse_text(rel: str, data: bytes) -> Document | Skip:
+    warnings: list[str] = []
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8-sig", errors="replace")
+        warnings.append("invalid_utf8")
+    if not text.strip():
+        return Skip("empty", "file contains only whitespace")
+    fm, body_offset, fm_ok = _frontmatter(text)
+    if not fm_ok:
+        warnings.append("bad_frontmatter")
+    body = text[body_offset:]
+    visible = _mask_code(body)
+    links, embeds = _wikilinks(visible)
+    folder, _, name = rel.rpartition("/")
+    title = fm.get("title")
+    metadata: dict[str, Any] = {
+        "tags": sorted(set(_frontmatter_tags(fm)) | set(_inline_tags(visible))),
+        "aliases": _aliases(fm),
+        "wikilinks": links,
+        "embeds": embeds,
+        "folder": folder,
+        "frontmatter": _json_safe(fm, [_MAX_NODES]),
+    }
+    return Document(
+        title=title.strip() if isinstance(title, str) and title.strip() else _stem(name),
+        text=body,
+        source_type="markdown",
+        metadata=metadata,
+        body_offset=body_offset,
+        date=_note_date(fm),
+        warnings=tuple(warnings),
+    )
+
+
+# Obsidian only reads a YAML block that opens on the very first line and closes with '---'.
+_FM_OPEN = re.compile(r"---[ \t]*\r?\n")
+_FM_CLOSE = re.compile(r"^---[ \t]*(?:\r?\n|\Z)", re.MULTILINE)
+
+
+def _frontmatter(text: str) -> tuple[dict[Any, Any], int, bool]:
+    """Return (mapping, body offset, ok). A block that is not a YAML mapping is dropped."""
+    opened = _FM_OPEN.match(text)
+    closed = _FM_CLOSE.search(text, opened.end()) if opened else None
+    if not opened or not closed:
+        return {}, 0, True
+    try:
+        loaded = _YAML.load(text[opened.end() : closed.start()])
+    except _YAML_ERRORS as exc:
+        log.debug("bad frontmatter: %s", exc)
+        return {}, closed.end(), False
+    if loaded is None:
+        return {}, closed.end(), True
+    if not isinstance(loaded, dict):
+        return {}, closed.end(), False
+    return loaded, closed.end(), True
+
+
+_FENCE = re.compile(r"^[ \t]*(?:>[ \t]*)*(`{3,}|~{3,})", re.MULTILINE)
+# A run of backticks closed by a run of the same length; the opening run starts at a literal '`'
+# not preceded by another one (a lookbehind first would make the engine try every position).
+_INLINE_CODE = re.compile(r"(`(?<!``)`*)(?!`)(.*?[^`])\1(?!`)")
+# CommonMark's block-level HTML: such a block runs to the next blank line and Obsidian parses no
+# markdown inside it (so `color: #fff` in a table is not a tag).
+_HTML_BLOCK = re.compile(
+    r"^ {0,3}</?(?:address|article|aside|blockquote|body|center|details|dialog|dd|div|dl|dt|"
+    r"fieldset|figcaption|figure|footer|form|h[1-6]|head|header|hr|html|iframe|legend|li|main|"
+    r"menu|nav|ol|p|pre|script|section|style|summary|table|tbody|td|textarea|tfoot|th|thead|"
+    r"title|tr|ul)(?=[\s/>]|$)",
+    re.IGNORECASE | re.MULTILINE,
+)
+_HTML_MARKUP = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>\n]*>", re.DOTALL)  # comments, tags
+
+
+def _mask_code(body: str) -> str:
+    """Blank out code (fenced, inline) and HTML (blocks, comments, tag markup): the places where
+    Obsidian sees no tags or links. Every other character keeps its offset."""
+    masked = _mask_blocks(body)
+    if "<" in masked:
+        masked = _HTML_MARKUP.sub(_blank, masked)
+    return _INLINE_CODE.sub(_blank, masked) if "`" in masked else masked
+
+
+def _mask_blocks(body: str) -> str:
+    """Blank out fenced code blocks and HTML blocks, line by line."""
+    fences = {m.start(): m for m in _FENCE.finditer(body)}
+    html = {m.start() for m in _HTML_BLOCK.finditer(body)} if "<" in body else set()
+    if not fences and not html:
+        return body
+    lines = body.split("\n")
+    fence: tuple[str, int] | None = None
+    in_html = False
+    start = 0
+    for i, line in enumerate(lines):
+        m = fences.get(start)
+        start += len(line) + 1
+        if fence is not None:
+            lines[i] = " " * len(line)
+            closing = m.group(1) if m and not line[m.end() - m.start() :].strip() else ""
+            if closing[:1] == fence[0] and len(closing) >= fence[1]:
+                fence = None
+            continue
+        in_html = bool(line.strip()) and (in_html or start - len(line) - 1 in html)
+        # A backtick fence's info string cannot contain a backtick (CommonMark).
+        if m and not in_html and not (m.group(1)[0] == "`" and "`" in m.string[m.end() : start]):
+            fence = (m.group(1)[0], len(m.group(1)))
+        if in_html or fence is not None:
+            lines[i] = " " * len(line)
+    return "\n".join(lines)
+
+
+def _blank(m: re.Match[str]) -> str:
+    """The match as spaces, newlines kept (so offsets and line structure survive)."""
+    text = m.group(0)
+    return re.sub(r"[^\n]", " ", text) if "\n" in text else " " * len(text)
+
+
+# Obsidian's tag characters: anything but whitespace, general punctuation and these ASCII marks.
+# The '#' must start the text or follow whitespace; the pattern opens with the literal '#' (and
+# checks what precedes it afterwards) so the regex engine can scan for it quickly.
+_TAG = re.compile(
+    r"#(?<!\S#)([^\u2000-\u206F\u2E00-\u2E7F'!\"#$%&()*+,.:;<=>?@^`{|}~\[\]\\\s]+)"
+)
+_WIKILINK = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
+
+
+def _normal_tag(raw: str) -> str | None:
+    """Lower-case ``raw`` without '#'; None unless it has a character other than a digit."""
+    tag = raw.strip().lstrip("#").strip("/").lower()
+    return tag if any(not c.isdigit() for c in tag) else None
+
+
+def _inline_tags(visible: str) -> list[str]:
+    return [t for t in (_normal_tag(m.group(1)) for m in _TAG.finditer(visible)) if t]
+
+
+def _frontmatter_tags(fm: dict[Any, Any]) -> list[str]:
+    tags: list[str] = []
+    for item in _str_items(fm, ("tags", "tag")):
+        tags.extend(t for t in (_normal_tag(p) for p in re.split(r"[,\s]+", item)) if t)
+    return tags
+
+
+def _aliases(fm: dict[Any, Any]) -> list[str]:
+    return list(dict.fromkeys(a.strip() for a in _str_items(fm, ("aliases", "alias")) if a.strip()))
+
+
+def _str_items(fm: dict[Any, Any], keys: Iterable[str]) -> list[str]:
+    """The string values under ``keys``, each given as one value or a list (numbers as text)."""
+    out: list[str] = []
+    for key in keys:
+        value = fm.get(key)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                out.append(item)
+            elif isinstance(item, int | float) and not isinstance(item, bool):
+                out.append(str(item))
+    return out
+
+
+def _wikilinks(visible: str) -> tuple[list[str], list[str]]:
+    """Sorted unique targets of ``[[links]]`` and of ``![[embeds]]``, without #heading or |alias."""
+    links: set[str] = set()
+    embeds: set[str] = set()
+    for m in _WIKILINK.finditer(visible):
+        # In tables the alias pipe is escaped as '\|'.
+        target = m.group(1).split("|", 1)[0].rstrip("\\").split("#", 1)[0].strip()
+        if target:
+            is_embed = m.start() > 0 and visible[m.start() - 1] == "!"
+            (embeds if is_embed else links).add(target)
+    return sorted(links), sorted(embeds)
+
+
+_DATE_TEXT = re.compile(r"\s*(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?!\d)")
+
+
+def _note_date(fm: dict[Any, Any]) -> str | None:
+    """ISO date from frontmatter ``date``, else ``created``, else ``updated``."""
+    for key in ("date", "created", "updated"):
+        iso = _iso_date(fm.get(key))
+        if iso:
+            return iso
+    return None
+
+
+def _iso_date(value: Any) -> str | None:
+    if isinstance(value, datetime):
+        return value.date().isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, str) and (m := _DATE_TEXT.match(value)):
+        try:
+            return date(int(m.group(1)), int(m.group(2)), int(m.group(3))).isoformat()
+        except ValueError:
+            return None
+    return None
+
+
+def _json_safe(value: Any, budget: list[int], depth: int = 0) -> Any:
+    """``value`` as JSON-safe data: dates as ISO text, anything else unknown as ``str``.
+
+    ``budget`` counts the nodes still allowed; past it, or past ``_MAX_DEPTH``, values become
+    None, so a YAML alias bomb or a self-referencing alias cannot blow up.
+    """
+    budget[0] -= 1
+    if budget[0] < 0 or depth > _MAX_DEPTH:
+        return None
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, date | time):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {
+            k if isinstance(k, str) else str(_json_safe(k, budget, depth + 1)): _json_safe(
+                v, budget, depth + 1
+            )
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_json_safe(v, budget, depth + 1) for v in value]
+    return str(value)
+
+
+# ---------------------------------------------------------------------------------------- uri
+
+
+def obsidian_uri(vault_name: str, rel: str) -> str:
+    """The ``obsidian://open`` URI that opens note ``rel`` of vault ``vault_name``."""
+    file = rel[:-3] if rel.lower().endswith(".md") else rel
+    return f"obsidian://open?vault={quote(vault_name, safe='')}&file={quote(file, safe='')}"

@@ -1,0 +1,72 @@
+"""Derived indexes (FAISS, Whoosh): projections of the catalog, replayed from its ops journal."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from daemon.catalog import ChunkRow
+
+
+class IndexStore(Protocol):
+    """A projection of the catalog that applies journal ops idempotently."""
+
+    name: str
+    needs_vectors: bool
+
+    @property
+    def mark(self) -> int:
+        """Sequence number of the last journal op applied (in memory)."""
+        ...
+
+    @property
+    def persisted_mark(self) -> int:
+        """Sequence number of the last journal op that is safely on disk."""
+        ...
+
+    def apply(self, rows: Sequence[ChunkRow], deletes: Sequence[int], mark: int,
+              vectors: Mapping[int, np.ndarray]) -> None: ...
+
+    def save(self) -> None: ...
+
+    def ids(self) -> set[int]: ...
+
+    def reset(self, fingerprint: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    """Write, fsync, rename: a reader sees the old file or the new one, never half of one."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename durable (POSIX); a no-op where directories cannot be opened."""
+    if os.name != "posix":
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -1,0 +1,42 @@
+"""Shared fixtures. Every test runs with its own RAGD_HOME, so nothing touches the user's data."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = Path(os.environ.get("RAGD_CORPUS", REPO.parent / "shared" / "corpus"))
+
+
+@pytest.fixture(autouse=True)
+def ragd_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path_factory.mktemp("ragd-home")
+    monkeypatch.setenv("RAGD_HOME", str(home))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for key in list(os.environ):
+        if key.startswith("RAGD_") and key not in ("RAGD_HOME", "RAGD_CORPUS"):
+            monkeypatch.delenv(key)
+    return home
+
+
+def corpus_path(*parts: str) -> Path:
+    """A path in ../shared/corpus, or a skip that says why the test cannot run."""
+    path = CORPUS.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared corpus not found at {path} (set RAGD_CORPUS to its folder)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def real_embedder() -> Iterator[object]:
+    """The real default model, loaded once per test session (it takes ~10 s to import)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from daemon.embedding import SentenceTransformerEmbedder
+
+    emb = SentenceTransformerEmbedder()
+    emb.warm_up()
+    yield emb

@@ -1,0 +1,77 @@
+from daemon.indexer.reconcile import reconcile
+from daemon.models import FileState, SourceRecord
+
+
+def rec(i: int, path: str, size: int = 10, mtime: int = 1, sha: str = "h", status: str = "ok",
+        code: str | None = None) -> SourceRecord:
+    return SourceRecord(i, path, size, mtime, sha, status, code)
+
+
+def hashes(mapping: dict[str, str]):
+    calls: list[str] = []
+
+    def h(path: str) -> str | None:
+        calls.append(path)
+        return mapping.get(path)
+
+    return h, calls
+
+
+def test_unchanged_stat_is_not_hashed() -> None:
+    h, calls = hashes({})
+    plan = reconcile([FileState("a.md", 10, 1)], [rec(1, "a.md")], h)
+    assert plan.unchanged == 1 and plan.empty and calls == []
+
+
+def test_new_modified_deleted() -> None:
+    h, _ = hashes({"a.md": "new-a"})
+    disk = [FileState("a.md", 11, 2), FileState("b.md", 5, 1)]
+    plan = reconcile(disk, [rec(1, "a.md", sha="old-a"), rec(2, "gone.md")], h)
+    assert [f.path for f in plan.new] == ["b.md"]
+    assert [f.path for f in plan.modified] == ["a.md"]
+    assert [r.path for r in plan.deleted] == ["gone.md"]
+    assert plan.moved == []
+
+
+def test_touch_with_same_content_is_not_a_modification() -> None:
+    h, _ = hashes({"a.md": "h"})
+    plan = reconcile([FileState("a.md", 10, 99)], [rec(1, "a.md")], h)
+    assert plan.modified == [] and [f.path for _, f in plan.touched] == ["a.md"]
+
+
+def test_rename_detected_by_content_hash() -> None:
+    h, _ = hashes({"new name.md": "h"})
+    plan = reconcile([FileState("new name.md", 10, 5)], [rec(1, "old.md")], h)
+    assert [(o.path, n.path) for o, n in plan.moved] == [("old.md", "new name.md")]
+    assert plan.new == [] and plan.deleted == []
+
+
+def test_new_file_of_other_size_is_not_hashed_for_moves() -> None:
+    h, calls = hashes({})
+    plan = reconcile([FileState("b.md", 99, 5)], [rec(1, "old.md", size=10)], h)
+    assert calls == [] and [f.path for f in plan.new] == ["b.md"]
+    assert [r.path for r in plan.deleted] == ["old.md"]
+
+
+def test_skipped_source_is_not_a_move_target() -> None:
+    h, _ = hashes({"b.md": ""})
+    plan = reconcile([FileState("b.md", 10, 5)], [rec(1, "a.md", sha="", status="skipped")], h)
+    assert [f.path for f in plan.new] == ["b.md"] and plan.moved == []
+
+
+def test_transient_skip_is_retried_and_force_rereads() -> None:
+    h, _ = hashes({})
+    disk = [FileState("a.md", 10, 1), FileState("b.md", 10, 1)]
+    known = [rec(1, "a.md", status="skipped", code="unreadable"), rec(2, "b.md")]
+    plan = reconcile(disk, known, h)
+    assert [f.path for f in plan.modified] == ["a.md"]
+    plan = reconcile(disk, known, h, force={"b.md"})
+    assert sorted(f.path for f in plan.modified) == ["a.md", "b.md"]
+
+
+def test_two_identical_files_moved_pair_up_once_each() -> None:
+    h, _ = hashes({"x.md": "same", "y.md": "same"})
+    disk = [FileState("x.md", 10, 1), FileState("y.md", 10, 1)]
+    known = [rec(1, "a.md", sha="same"), rec(2, "b.md", sha="same")]
+    plan = reconcile(disk, known, h)
+    assert sorted((o.path, n.path) for o, n in plan.moved) == [("a.md", "x.md"), ("b.md", "y.md")]

@@ -1,0 +1,44 @@
+import pytest
+
+from daemon.search.fusion import collapse, normalise, rrf
+
+
+def test_rrf_sums_reciprocal_ranks() -> None:
+    fused = rrf({"a": [1, 2, 3], "b": [3, 1]}, {"a": 1.0, "b": 1.0}, k=60)
+    scores = {f.id: f.score for f in fused}
+    assert scores[1] == pytest.approx(1 / 61 + 1 / 62)
+    assert scores[3] == pytest.approx(1 / 63 + 1 / 61)
+    assert scores[2] == pytest.approx(1 / 62)
+    assert [f.id for f in fused] == [1, 3, 2]
+    assert fused[0].ranks == {"a": 1, "b": 2}
+
+
+def test_weights_change_the_order() -> None:
+    legs = {"kw": [1, 2], "sem": [2, 1]}
+    assert rrf(legs, {"kw": 2.0, "sem": 1.0})[0].id == 1
+    assert rrf(legs, {"kw": 1.0, "sem": 2.0})[0].id == 2
+
+
+def test_duplicate_ids_in_one_leg_count_once() -> None:
+    fused = rrf({"a": [7, 7, 8]}, {"a": 1.0})
+    assert {f.id: f.ranks["a"] for f in fused} == {7: 1, 8: 3}
+
+
+def test_ties_are_deterministic() -> None:
+    a = rrf({"x": [5], "y": [4]}, {"x": 1.0, "y": 1.0})
+    b = rrf({"y": [4], "x": [5]}, {"x": 1.0, "y": 1.0})
+    assert [f.id for f in a] == [f.id for f in b] == [4, 5]
+
+
+def test_normalise_maps_top_of_every_leg_to_one() -> None:
+    assert normalise(2 / 61, [1.0, 1.0]) == pytest.approx(1.0)
+    assert normalise(1 / 61, [1.0, 1.0]) == pytest.approx(0.5)
+    assert normalise(5.0, [1.0]) == 1.0
+    assert normalise(0.1, []) == 0.0
+
+
+def test_collapse_limits_chunks_per_source() -> None:
+    fused = rrf({"a": [1, 2, 3, 4, 5]}, {"a": 1.0})
+    source = {1: "x", 2: "x", 3: "x", 4: "y", 5: "z"}
+    out = collapse(fused, source.__getitem__, per_source=2, limit=3)
+    assert [f.id for f in out] == [1, 2, 4]

@@ -21,7 +21,7 @@ SKIP_CODES: dict[str, str] = {
 # Problems that did not stop a file from being indexed.
 WARNING_CODES: dict[str, str] = {
     "bad_frontmatter": "frontmatter is not valid YAML: indexed the text without its metadata",
-    "invalid_utf8": "file is not valid UTF-8: undecodable bytes were replaced",
+    "invalid_utf8": "file is not valid UTF-8: it was read as Windows-1252 (or Latin-1)",
 }
 
 

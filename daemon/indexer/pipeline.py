@@ -115,7 +115,12 @@ class Indexer:
         t0 = time.perf_counter()
         walked = kind.walk(root)
         disk = walked.files
-        known = self.catalog.source_records(coll.id)
+        # Paths the walk could not look into (a loop, an unreadable folder) are recorded as
+        # skips; what the catalog knows below them is unknown now, not deleted.
+        blind = {rel for rel, _ in walked.skipped}
+        blind_dirs = tuple(rel + "/" for rel in blind)
+        known = [r for r in self.catalog.source_records(coll.id)
+                 if r.path not in blind and not r.path.startswith(blind_dirs)]
         if paths is not None:
             wanted = set(paths)
             prefixes = tuple(p.rstrip("/") + "/" for p in paths)
@@ -133,6 +138,16 @@ class Indexer:
             t0 = time.perf_counter()
             self.save()
             report.add_stage("write_faiss", time.perf_counter() - t0)
+        # The summary shows every file that is skipped or warned about now, not only those
+        # looked at in this pass, so a second run still tells the whole story.
+        report.skipped_files = []
+        report.warnings = []
+        report.skipped = {}
+        for row in self.catalog.skipped_sources(coll.id):
+            if row["status"] == "skipped":
+                report.skipped_files.append((row["path"], row["skip_code"], row["skip_detail"]))
+                report.skipped[row["skip_code"]] = report.skipped.get(row["skip_code"], 0) + 1
+            report.warnings.extend((row["path"], w) for w in row["warnings"].split(",") if w)
         report.seconds = time.perf_counter() - started
         self.on_progress(Progress(coll.name, "done", report.indexed, len(plan.to_read),
                                   report.embedded))

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import errno
 import hashlib
-import os
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
 from daemon.models import Document, Skip
-from daemon.sources.vault import WalkResult, obsidian_uri, parse_note, walk_vault
+from daemon.sources.vault import WalkResult, obsidian_uri, parse_note, read_bytes, walk_vault
 
 
 class SourceKind(Protocol):
@@ -27,28 +24,8 @@ class SourceKind(Protocol):
 
 
 def read_source_bytes(path: Path, max_bytes: int) -> bytes | Skip:
-    """Read a file for indexing, turning every expected failure into a Skip."""
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return Skip("symlink_loop", str(exc))
-        if exc.errno == errno.ENOENT:
-            if os.path.islink(path):
-                return Skip("broken_link", f"link target {os.readlink(path)!r} does not exist")
-            return Skip("vanished", "file disappeared before it could be read")
-        return Skip("unreadable", f"{exc.strerror or exc}")
-    if not stat.S_ISREG(st.st_mode):
-        return Skip("not_regular", "not a regular file")
-    if st.st_size > max_bytes:
-        return Skip("too_large", f"{st.st_size / 1e6:.1f} MB is over the {max_bytes / 1e6:.1f} MB limit")
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(max_bytes + 1)
-    except FileNotFoundError:
-        return Skip("vanished", "file disappeared before it could be read")
-    except OSError as exc:
-        return Skip("unreadable", f"{exc.strerror or exc}")
+    """Read a file for indexing (size checked first, never blocking on a FIFO)."""
+    return read_bytes(str(path), max_bytes)
 
 
 def sha256_file(path: Path) -> str | None:

@@ -13,7 +13,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from pathlib import Path
@@ -33,7 +33,7 @@ DEFAULT_SUFFIXES: tuple[str, ...] = (".md",)
 BINARY_SNIFF_BYTES = 8192
 
 _TEMP_SUFFIXES = ("~", ".swp", ".swo", ".tmp", ".crdownload")
-_YAML = YAMLHandler()  # python-frontmatter's YAML loader (yaml.SafeLoader)
+_YAML = YAMLHandler()  # python-frontmatter's loader: yaml's (C) SafeLoader
 _YAML_ERRORS = (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError)
 # JSON-safe conversion limits: YAML aliases can build huge or self-referencing structures.
 _MAX_DEPTH = 32
@@ -197,11 +197,12 @@ def read_note(root: Path, rel: str, *, max_bytes: int) -> Document | Skip:
     # Backslashes and ':' are legal in POSIX file names but could leave the vault on Windows.
     if outside or (os.name == "nt" and ("\\" in rel or ":" in rel)):
         raise InvalidArgument("rel", f"{rel!r} is not a '/'-separated path inside the vault")
-    data = _read_bytes(os.path.join(root, *parts), max_bytes)
+    data = read_bytes(os.path.join(root, *parts), max_bytes)
     return data if isinstance(data, Skip) else parse_note(rel, data)
 
 
-def _read_bytes(path: str, max_bytes: int) -> bytes | Skip:
+def read_bytes(path: str, max_bytes: int) -> bytes | Skip:
+    """Read a file for indexing; every expected failure becomes a Skip."""
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
@@ -264,7 +265,12 @@ def _parse_text(rel: str, data: bytes) -> Document | Skip:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        text = data.decode("utf-8-sig", errors="replace")
+        # Legacy notes are most often Windows-1252 or Latin-1; decoding them as such keeps
+        # "crème" searchable, where replacement characters would lose it.
+        try:
+            text = data.decode("cp1252")
+        except UnicodeDecodeError:
+            text = data.decode("latin-1")
         warnings.append("invalid_utf8")
     if not text.strip():
         return Skip("empty", "file contains only whitespace")
@@ -273,7 +279,9 @@ def _parse_text(rel: str, data: bytes) -> Document | Skip:
         warnings.append("bad_frontmatter")
     body = text[body_offset:]
     visible = _mask_code(body)
-    links, embeds = _wikilinks(visible)
+    safe_fm = _json_safe(fm, [_MAX_NODES])
+    # Obsidian counts links in properties (e.g. `author: "[[Steph Ango]]"`) as links too.
+    links, embeds = _wikilinks("\n".join([visible, *_strings(safe_fm)]))
     folder, _, name = rel.rpartition("/")
     title = fm.get("title")
     metadata: dict[str, Any] = {
@@ -282,7 +290,7 @@ def _parse_text(rel: str, data: bytes) -> Document | Skip:
         "wikilinks": links,
         "embeds": embeds,
         "folder": folder,
-        "frontmatter": _json_safe(fm, [_MAX_NODES]),
+        "frontmatter": safe_fm,
     }
     return Document(
         title=title.strip() if isinstance(title, str) and title.strip() else _stem(name),
@@ -297,13 +305,13 @@ def _parse_text(rel: str, data: bytes) -> Document | Skip:
 
 # Obsidian only reads a YAML block that opens on the very first line and closes with '---'.
 _FM_OPEN = re.compile(r"---[ \t]*\r?\n")
-_FM_CLOSE = re.compile(r"^---[ \t]*(?:\r?\n|\Z)", re.MULTILINE)
+_FM_CLOSE = re.compile(r"\n---[ \t]*(?:\r?\n|\Z)")  # searched from the opening line's '\n'
 
 
 def _frontmatter(text: str) -> tuple[dict[Any, Any], int, bool]:
     """Return (mapping, body offset, ok). A block that is not a YAML mapping is dropped."""
     opened = _FM_OPEN.match(text)
-    closed = _FM_CLOSE.search(text, opened.end()) if opened else None
+    closed = _FM_CLOSE.search(text, opened.end() - 1) if opened else None
     if not opened or not closed:
         return {}, 0, True
     try:
@@ -318,20 +326,23 @@ def _frontmatter(text: str) -> tuple[dict[Any, Any], int, bool]:
     return loaded, closed.end(), True
 
 
-_FENCE = re.compile(r"^[ \t]*(?:>[ \t]*)*(`{3,}|~{3,})", re.MULTILINE)
-# A run of backticks closed by a run of the same length; the opening run starts at a literal '`'
-# not preceded by another one (a lookbehind first would make the engine try every position).
-_INLINE_CODE = re.compile(r"(`(?<!``)`*)(?!`)(.*?[^`])\1(?!`)")
+# Block patterns are searched in "\n" + body: starting with a literal newline lets the regex
+# engine skip ahead quickly (a leading '^' would make it try every position).
+_FENCE = re.compile(r"\n[ \t]*(?:>[ \t]*)*(`{3,}|~{3,})")
 # CommonMark's block-level HTML: such a block runs to the next blank line and Obsidian parses no
 # markdown inside it (so `color: #fff` in a table is not a tag).
 _HTML_BLOCK = re.compile(
-    r"^ {0,3}</?(?:address|article|aside|blockquote|body|center|details|dialog|dd|div|dl|dt|"
+    r"\n {0,3}</?(?:address|article|aside|blockquote|body|center|details|dialog|dd|div|dl|dt|"
     r"fieldset|figcaption|figure|footer|form|h[1-6]|head|header|hr|html|iframe|legend|li|main|"
     r"menu|nav|ol|p|pre|script|section|style|summary|table|tbody|td|textarea|tfoot|th|thead|"
     r"title|tr|ul)(?=[\s/>]|$)",
-    re.IGNORECASE | re.MULTILINE,
+    re.IGNORECASE,
 )
-_HTML_MARKUP = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>\n]*>", re.DOTALL)  # comments, tags
+# HTML comments, and tag markup that holds a '#' or '[' (e.g. style="color: #fff").
+_HTML_MARKUP = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>\n]*[#\[][^<>\n]*>", re.DOTALL)
+# A run of backticks closed by a run of the same length; the opening run starts at a literal '`'
+# not preceded by another one.
+_INLINE_CODE = re.compile(r"(`(?<!``)`*)(?!`)(.*?[^`])\1(?!`)")
 
 
 def _mask_code(body: str) -> str:
@@ -345,8 +356,11 @@ def _mask_code(body: str) -> str:
 
 def _mask_blocks(body: str) -> str:
     """Blank out fenced code blocks and HTML blocks, line by line."""
-    fences = {m.start(): m for m in _FENCE.finditer(body)}
-    html = {m.start() for m in _HTML_BLOCK.finditer(body)} if "<" in body else set()
+    text = "\n" + body  # a match at i in text starts the line at offset i of body
+    fences: dict[int, tuple[str, int]] = {}  # line offset -> (marker, end of marker in line)
+    if "```" in body or "~~~" in body:
+        fences = {m.start(): (m.group(1), m.end() - m.start() - 1) for m in _FENCE.finditer(text)}
+    html = {m.start() for m in _HTML_BLOCK.finditer(text)} if "<" in body else set()
     if not fences and not html:
         return body
     lines = body.split("\n")
@@ -354,18 +368,17 @@ def _mask_blocks(body: str) -> str:
     in_html = False
     start = 0
     for i, line in enumerate(lines):
-        m = fences.get(start)
+        marker, end = fences.get(start, ("", 0))
+        in_html = fence is None and bool(line.strip()) and (in_html or start in html)
         start += len(line) + 1
         if fence is not None:
             lines[i] = " " * len(line)
-            closing = m.group(1) if m and not line[m.end() - m.start() :].strip() else ""
-            if closing[:1] == fence[0] and len(closing) >= fence[1]:
+            if marker[:1] == fence[0] and len(marker) >= fence[1] and not line[end:].strip():
                 fence = None
             continue
-        in_html = bool(line.strip()) and (in_html or start - len(line) - 1 in html)
         # A backtick fence's info string cannot contain a backtick (CommonMark).
-        if m and not in_html and not (m.group(1)[0] == "`" and "`" in m.string[m.end() : start]):
-            fence = (m.group(1)[0], len(m.group(1)))
+        if marker and not in_html and not (marker[0] == "`" and "`" in line[end:]):
+            fence = (marker[0], len(marker))
         if in_html or fence is not None:
             lines[i] = " " * len(line)
     return "\n".join(lines)
@@ -378,10 +391,11 @@ def _blank(m: re.Match[str]) -> str:
 
 
 # Obsidian's tag characters: anything but whitespace, general punctuation and these ASCII marks.
-# The '#' must start the text or follow whitespace; the pattern opens with the literal '#' (and
-# checks what precedes it afterwards) so the regex engine can scan for it quickly.
+# The '#' must start the text or follow whitespace or '>' (a blockquote, or inline HTML such as
+# <b>#tag</b>). The pattern opens with the literal '#' and checks what precedes it afterwards, so
+# the regex engine can scan for it quickly.
 _TAG = re.compile(
-    r"#(?<!\S#)([^\u2000-\u206F\u2E00-\u2E7F'!\"#$%&()*+,.:;<=>?@^`{|}~\[\]\\\s]+)"
+    r"#(?<![^\s>]#)([^\u2000-\u206F\u2E00-\u2E7F'!\"#$%&()*+,.:;<=>?@^`{|}~\[\]\\\s]+)"
 )
 _WIKILINK = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
 
@@ -418,6 +432,15 @@ def _str_items(fm: dict[Any, Any], keys: Iterable[str]) -> list[str]:
             elif isinstance(item, int | float) and not isinstance(item, bool):
                 out.append(str(item))
     return out
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string inside JSON-safe data (keys excluded)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict | list):
+        for item in value.values() if isinstance(value, dict) else value:
+            yield from _strings(item)
 
 
 def _wikilinks(visible: str) -> tuple[list[str], list[str]]:

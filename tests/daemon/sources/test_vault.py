@@ -45,6 +45,11 @@ def skips(root: Path) -> dict[str, str]:
     return {rel: skip.code for rel, skip in walk_vault(root).skipped}
 
 
+def code(result: Document | Skip) -> str:
+    """The skip code, or "document" when the note was parsed."""
+    return result.code if isinstance(result, Skip) else "document"
+
+
 def doc(text: str | bytes, rel: str = "Folder/Note.md") -> Document:
     result = parse_note(rel, text.encode("utf-8") if isinstance(text, str) else text)
     assert isinstance(result, Document), result
@@ -188,9 +193,8 @@ def test_walk_records_file_symlink_loops_and_broken_links(tmp_path: Path) -> Non
         "ping.md": "symlink_loop",
         "pong.md": "symlink_loop",
     }
-    assert isinstance(read_note(tmp_path, "dangling.md", max_bytes=MB), Skip)
-    assert read_note(tmp_path, "dangling.md", max_bytes=MB).code == "broken_link"  # type: ignore[union-attr]
-    assert read_note(tmp_path, "me.md", max_bytes=MB).code == "symlink_loop"  # type: ignore[union-attr]
+    assert code(read_note(tmp_path, "dangling.md", max_bytes=MB)) == "broken_link"
+    assert code(read_note(tmp_path, "me.md", max_bytes=MB)) == "symlink_loop"
 
 
 # ------------------------------------------------------------------------ walk: special files
@@ -334,8 +338,8 @@ def test_read_note_of_a_missing_file_is_vanished_and_a_directory_not_regular(tmp
     assert read_note(tmp_path, "gone.md", max_bytes=MB) == Skip(
         "vanished", "file disappeared before it could be read"
     )
-    assert read_note(tmp_path, "gone/deeper.md", max_bytes=MB).code == "vanished"  # type: ignore[union-attr]
-    assert read_note(tmp_path, "dir.md", max_bytes=MB).code == "not_regular"  # type: ignore[union-attr]
+    assert code(read_note(tmp_path, "gone/deeper.md", max_bytes=MB)) == "vanished"
+    assert code(read_note(tmp_path, "dir.md", max_bytes=MB)) == "not_regular"
 
 
 @pytest.mark.parametrize("rel", ["../outside.md", "/etc/passwd", "a/../../x.md", ""])
@@ -353,16 +357,18 @@ def test_empty_and_whitespace_only_notes_are_skipped(tmp_path: Path) -> None:
 
 
 def test_nul_byte_in_the_first_8_kib_is_binary() -> None:
-    assert parse_note("n.md", b"%PDF-1.4\n\x00\x01\x02").code == "binary"  # type: ignore[union-attr]
+    assert code(parse_note("n.md", b"%PDF-1.4\n\x00\x01\x02")) == "binary"
     late = doc(b"a" * 9000 + b"\x00tail")  # only the start is sniffed
     assert late.text.endswith("\x00tail")
 
 
-def test_invalid_utf8_is_decoded_with_replacement_and_a_warning() -> None:
-    note = doc(b"caf\xe9 is French #cafe\n")
+def test_invalid_utf8_is_read_as_windows_1252_with_a_warning() -> None:
+    note = doc(b"caf\xe9 is French \x93quoted\x94 #cafe\n")
     assert note.warnings == ("invalid_utf8",)
-    assert note.text == "caf\ufffd is French #cafe\n"
+    assert note.text == "caf\u00e9 is French \u201cquoted\u201d #cafe\n"
     assert note.metadata["tags"] == ["cafe"]
+    # Bytes undefined in Windows-1252 fall back to Latin-1: never a decode error.
+    assert doc(b"\x81\x8d caf\xe9").text == "\x81\x8d caf\u00e9"
 
 
 def test_bom_and_crlf_frontmatter_with_body_offset() -> None:
@@ -511,9 +517,9 @@ def test_html_blocks_comments_and_tag_markup_hide_tags_and_links() -> None:
 
 
 def test_masking_never_alters_the_indexed_text() -> None:
-    body = "a `#x` <b>#y</b>\n```\n#z\n```\n<div>\n#w\n</div>\n\n#v é"
+    body = "a `#x` <b>#y</b>\n```\n#z\n```\n<div>\n#w\n</div>\n\n#v é\n>#quoted\n"
     note = doc(body)
-    assert note.text == body and note.metadata["tags"] == ["v", "y"]
+    assert note.text == body and note.metadata["tags"] == ["quoted", "v", "y"]
 
 
 def test_unclosed_fence_hides_the_rest_of_the_note() -> None:
@@ -541,6 +547,15 @@ def test_wikilinks_and_embeds_keep_only_the_target() -> None:
         "Block", "Folder/Deep Note", "Heading Note", "Plain", "Spaced", "Table Link", "Target",
     ]
     assert note.metadata["embeds"] == ["Embedded note", "Plain", "image.png", "photo.jpg"]
+
+
+def test_wikilinks_in_frontmatter_properties_count_as_links() -> None:
+    note = doc(
+        '---\ncategories:\n  - "[[Posts]]"\nauthor: "[[Steph Ango|Steph]]"\n'
+        'nested: {cover: "![[cover.jpg]]"}\nplain: no link\n---\nSee [[Body Link]].\n'
+    )
+    assert note.metadata["wikilinks"] == ["Body Link", "Posts", "Steph Ango"]
+    assert note.metadata["embeds"] == ["cover.jpg"]
 
 
 @pytest.mark.parametrize(

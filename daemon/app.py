@@ -5,6 +5,7 @@ catalog -> embedder -> FAISS -> Whoosh -> indexer -> search; closed in reverse.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -37,6 +38,13 @@ def vault_roots(config: Config) -> list[Path]:
     return discover_vaults()
 
 
+def iso_time(ts: float | None) -> str | None:
+    """Seconds since the epoch -> ISO 8601 in UTC (what the tools return)."""
+    if ts is None:
+        return None
+    return dt.datetime.fromtimestamp(ts, tz=dt.UTC).isoformat(timespec="seconds")
+
+
 def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "vault"
 
@@ -50,6 +58,7 @@ class App:
                  should_stop: Callable[[], bool] | None = None) -> None:
         self.paths = paths
         self.config = config
+        self.on_close: list[Callable[[], None]] = []
         paths.ensure()
         self.catalog = Catalog(paths.catalog_path)
         try:
@@ -84,6 +93,8 @@ class App:
         finally:
             self.whoosh.close()
             self.catalog.close()
+            for callback in self.on_close:
+                callback()
 
     def __enter__(self) -> App:
         return self
@@ -113,7 +124,12 @@ class App:
         out: list[Collection] = []
         if not self.config.obsidian.enabled:
             return out
-        for n, root in enumerate(vault_roots(self.config)):
+        roots = [Path(v).expanduser() for v in self.config.obsidian.vaults]
+        if not roots and self.catalog.collection("obsidian") is not None:
+            # The vault indexed before stays the vault until the user configures another:
+            # Obsidian opening a different vault must not silently swap the index.
+            return out
+        for n, root in enumerate(roots or discover_vaults()):
             name = "obsidian" if n == 0 else f"obsidian-{_slug(root.name)}"
             desc = SYSTEM_DESCRIPTIONS["obsidian"] + f": {root.name}"
             out.append(self.catalog.ensure_collection(
@@ -133,6 +149,28 @@ class App:
         return self.catalog.ensure_collection(
             name, type="project", kind="folder", root=str(root.resolve()),
             description=f"Project folder {root.resolve()}")
+
+    def list_collections(self) -> list[dict[str, Any]]:
+        """The rag_list_collections answer."""
+        out = []
+        for c in self.catalog.collections():
+            st = self.catalog.collection_stats(c.id)
+            out.append({"name": c.name, "type": c.type, "description": c.description,
+                        "source_count": st["source_count"], "chunk_count": st["chunk_count"],
+                        "last_indexed": iso_time(c.last_indexed),
+                        "created_at": iso_time(c.created_at)})
+        return out
+
+    def collection_info(self, name: str) -> dict[str, Any]:
+        """The rag_collection_info answer, plus skip counts."""
+        c = self.collection(name)
+        st = self.catalog.collection_stats(c.id)
+        return {"name": c.name, "type": c.type, "description": c.description,
+                "created_at": iso_time(c.created_at), "source_count": st["source_count"],
+                "chunk_count": st["chunk_count"], "last_indexed": iso_time(c.last_indexed),
+                "source_types": st["source_types"],
+                "sample_titles": self.catalog.sample_titles(c.id),
+                "root": c.root, "skipped_count": st["skipped_count"], "skips": st["skips"]}
 
     def collection(self, name: str) -> Collection:
         coll = self.catalog.collection(name)

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import logging
 import re
+from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
 from typing import NamedTuple, cast
@@ -33,9 +34,11 @@ TokenCounter = Callable[[Sequence[str]], list[int]]
 
 log = logging.getLogger(__name__)
 
-_WORD_WINDOW = 512  # words counted per call when a piece must be cut at word boundaries
-_OVERLAP_CHARS_PER_TOKEN = 16  # how far back to look for overlap sentences
-_MAX_REPACKS = 32
+_WORD_WINDOW = 512  # word groups counted per call when a piece must be cut between words
+_GROUP_CHARS = 64  # words are counted in runs this long, one by one only around a cut
+_MAX_CHARS_PER_TOKEN = 32  # longer pieces are not worth counting before cutting
+_OVERLAP_CHARS_PER_TOKEN = 8  # how far back to look for overlap sentences
+_MAX_REPACKS = 32  # re-packs of a section whose estimated counts were too low
 _ENCODE_BATCH = 1024  # texts per encode_batch call
 
 
@@ -43,11 +46,24 @@ _ENCODE_BATCH = 1024  # texts per encode_batch call
 
 
 class _HeadingState(BlockState):
-    """Mistune's block state plus the top-level headings found, with their offsets."""
+    """Mistune's block state plus the top-level headings found, with their offsets.
+
+    Paragraphs keep their start offset instead of their text: nothing here reads the text,
+    and mistune's growing it line by line is quadratic on long paragraphs.
+    """
 
     def __init__(self, parent: object | None = None) -> None:
         super().__init__(parent)
         self.headings: list[Heading] = []
+
+    def add_paragraph(self, text: str) -> None:
+        last = self.last_token()
+        if not (last and last["type"] == "paragraph"):
+            self.tokens.append({"type": "paragraph", "start": self.cursor})
+
+    def append_paragraph(self) -> int | None:
+        last = self.last_token()
+        return self.find_line_end() if last and last["type"] == "paragraph" else None
 
 
 def _line_text_end(src: str, start: int, end: int) -> int:
@@ -65,11 +81,13 @@ class _HeadingParser(BlockParser):
     Mistune's tree has no positions, but its rules see the regex match on the source, so
     offsets come for free and inline parsing (the slow half of mistune) is never run.
     Headings inside lists and block quotes belong to those containers, not to the outline, so
-    their content is parsed with a single cheap rule: only their extent matters here.
+    their content is never parsed: only their extent matters here, and mistune finds that
+    before it parses the content.
     """
 
-    def __init__(self) -> None:
-        super().__init__(block_quote_rules=["blank_line"], list_rules=["blank_line"])
+    def parse(self, state: BlockState, rules: list[str] | None = None) -> None:
+        if state.parent is None:
+            super().parse(state, rules)
 
     def compile_sc(self, rules: list[str] | None = None) -> re.Pattern[str]:
         if rules == _QUOTE_LAZY_BREAKS:
@@ -91,33 +109,36 @@ class _HeadingParser(BlockParser):
 
     def parse_setex_heading(self, m: re.Match[str], state: BlockState) -> int | None:
         last = state.last_token()
-        raw = last["text"] if last and last["type"] == "paragraph" else ""
+        was_paragraph = bool(last) and last["type"] == "paragraph"
         end = super().parse_setex_heading(m, state)
-        if raw and last["type"] == "heading" and state.parent is None:
-            start = m.start() - len(raw)
-            if state.src[start : m.start()] != raw:  # paragraph not one contiguous slice
-                start = state.src.rfind("\n", 0, max(m.start() - 1, 0)) + 1
+        if was_paragraph and last["type"] == "heading" and state.parent is None:
+            start = last["start"]  # the paragraph that became the heading's text
+            text = " ".join(state.src[start : m.start()].split())
             stop = _line_text_end(state.src, m.start(), m.end())
-            text = " ".join(raw.split())
             cast(_HeadingState, state).headings.append(
                 Heading(last["attrs"]["level"], text, start, stop)
             )
         return end
 
 
-def _opaque_block(parser: BlockParser, m: re.Match[str], state: BlockState) -> int:
-    """A `$$` math block or a `%%` Obsidian comment: no headings inside."""
-    state.append_token({"type": "block_opaque", "raw": m.group(0)})
-    return m.end() + 1
+def _opaque_block(parser: BlockParser, m: re.Match[str], state: BlockState) -> int | None:
+    """A `$$` math block or a `%%` Obsidian comment, up to the line holding the next marker.
+
+    Obsidian pairs these markers anywhere, not only on lines of their own (which is all that
+    mistune's math plugin knows). ``str.find`` keeps it linear: a marker with no partner
+    ends the search for good, as no later marker exists.
+    """
+    mark = m.group(0).strip()
+    close = state.src.find(mark, m.end())
+    if close < 0:
+        return None  # no partner: an ordinary line
+    state.append_token({"type": "block_opaque"})
+    return state.find_line_end_at(close + len(mark))
 
 
 def _build_parser() -> _HeadingParser:
     parser = _HeadingParser()
-    # Obsidian closes math and comments with `$$`/`%%` at any line end, not only on a line of
-    # their own, so mistune's math plugin (which needs that) is not enough.
-    for name, mark in (("ragd_math", r"\$\$"), ("ragd_comment", "%%")):
-        pattern = rf"^ {{0,3}}{mark}(?:[^\n]*?{mark}|[\s\S]*?\n[^\n]*?{mark})[ \t]*$"
-        parser.register(name, pattern, _opaque_block, before="list")
+    parser.register("ragd_opaque", r"^ {0,3}(?:\$\$|%%)", _opaque_block, before="list")
     return parser
 
 
@@ -131,14 +152,20 @@ def find_headings(text: str) -> list[Heading]:
     non-blank character. Lines inside fenced code, `$$` math, `%%` comments or HTML blocks
     are never headings, nor is ``#tag`` (no space after the hashes).
     """
-    # Same-length newline normalisation keeps every offset valid in the original text.
-    src = text.replace("\r\n", " \n").replace("\r", "\n")
-    if not src.endswith("\n"):
-        src += "\n"
+    # Mistune's rules expect "\n" line ends; a lone "\r" becomes "\n" in place, but each "\r"
+    # of a "\r\n" is dropped, and offsets are shifted back past the dropped ones afterwards.
+    dropped = [m.start() - k for k, m in enumerate(re.finditer("\r\n", text))]
+    src = text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
     state = _HeadingState()
-    state.process(src)
+    state.process(src if src.endswith("\n") else src + "\n")
     _PARSER.parse(state)
-    return [h for h in state.headings if h.start < len(text)]
+    if not dropped:
+        return state.headings
+
+    def original(pos: int) -> int:
+        return pos + bisect_left(dropped, pos)  # a "\r" dropped before pos's character
+
+    return [replace(h, start=original(h.start), end=original(h.end)) for h in state.headings]
 
 
 # --- sections and blocks --------------------------------------------------------------------
@@ -177,74 +204,86 @@ def _sections(text: str, headings: Sequence[Heading]) -> list[_Section]:
 
 
 _FENCE = re.compile(r"[ \t]{0,3}(`{3,}|~{3,}|\$\$|%%)")
-_LIST_ITEM = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 _STRUCTURED = ("line", "sentence")  # code, tables, lists, quotes: cut between lines first
 _PROSE = ("sentence", "line")
+
+
+def _opens(line: str) -> str:
+    """The fence ``line`` opens (```, ~~~, $$ or %%), or "" when it opens none."""
+    m = _FENCE.match(line)
+    if not m:
+        return ""
+    fence, rest = m.group(1), line[m.end() :]
+    if fence in ("$$", "%%"):
+        return "" if fence in rest else fence  # closed on the same line
+    return "" if fence[0] == "`" and "`" in rest else fence  # ```x``` is inline code
 
 
 def _closes(fence: str, line: str) -> bool:
     """Whether the stripped ``line`` ends the fenced block opened by ``fence``."""
     if fence in ("$$", "%%"):
-        return line.endswith(fence)
+        return fence in line
     return line.startswith(fence) and not line.strip(fence[0])
 
 
-def _kind(line: str) -> tuple[str, ...]:
-    """How a block that starts with ``line`` should be cut when too big."""
-    stripped = line.strip()
-    if _FENCE.match(line) or stripped[:1] in ("|", ">") or _LIST_ITEM.match(stripped):
-        return _STRUCTURED
-    return _PROSE
+class _Block(NamedTuple):
+    """A paragraph, list, table, quote or fenced block of a section."""
+
+    start: int
+    end: int
+    levels: tuple[str, ...]  # how to cut it when too big
+    is_list: bool
+    indented: bool
 
 
-def _raw_blocks(text: str, start: int, end: int) -> list[tuple[int, int, tuple[str, ...]]]:
+def _new_block(line: str, start: int) -> _Block:
+    """A block starting with ``line``, its end still unknown."""
+    is_list = bool(_LIST_ITEM.match(line))
+    structured = is_list or _FENCE.match(line) or line.lstrip()[:1] in ("|", ">")
+    levels = _STRUCTURED if structured else _PROSE
+    return _Block(start, start, levels, is_list, line[:1] in (" ", "\t"))
+
+
+def _raw_blocks(text: str, start: int, end: int) -> list[_Block]:
     """Blank-line separated blocks of ``text[start:end]``; fenced blocks stay whole."""
-    blocks: list[tuple[int, int, tuple[str, ...]]] = []
-    block_start, block_end, fence = -1, -1, ""
+    blocks: list[_Block] = []
+    block: _Block | None = None
+    fence = ""
     pos = start
     while pos < end:
         newline = text.find("\n", pos, end)
         line_end = end if newline < 0 else newline
         line = text[pos:line_end]
-        stripped = line.strip()
         if fence:
-            fence = "" if _closes(fence, stripped) else fence
-        elif not stripped:
-            if block_start >= 0:
-                blocks.append((block_start, block_end, _kind(text[block_start:block_end])))
-            block_start = -1
+            fence = "" if _closes(fence, line.strip()) else fence
+        elif not line.strip():
+            if block:
+                blocks.append(block)
+            block = None
             pos = line_end + 1
             continue
         else:
-            opened = _FENCE.match(line)
-            rest = stripped[len(opened.group(1)) :] if opened else ""
-            if opened and not (opened.group(1) in ("$$", "%%") and _closes(opened.group(1), rest)):
-                fence = opened.group(1)
-        if block_start < 0:
-            block_start = pos
-        block_end = line_end
+            fence = _opens(line)
+        block = (block or _new_block(line, pos))._replace(end=line_end)
         pos = line_end + 1
-    if block_start >= 0:
-        blocks.append((block_start, block_end, _kind(text[block_start:block_end])))
+    if block:
+        blocks.append(block)
     return blocks
 
 
-def _blocks(text: str, section: _Section) -> list[tuple[int, int, tuple[str, ...]]]:
+def _blocks(text: str, section: _Section) -> list[_Block]:
     """Packing units of a section: its heading lines, then paragraphs, lists, tables, code."""
     body_start = section.heads[-1][1] if section.heads else section.start
-    out = [(s, e, _PROSE) for s, e in section.heads]
-    for s, e, levels in _raw_blocks(text, body_start, section.end):
+    out = [_Block(s, e, _PROSE, False, False) for s, e in section.heads]
+    for block in _raw_blocks(text, body_start, section.end):
         prev = out[-1] if len(out) > len(section.heads) else None
-        item = _LIST_ITEM.match(text, s + len(text[s:e]) - len(text[s:e].lstrip()))
-        if (
-            prev
-            and _LIST_ITEM.match(text[prev[0] : prev[1]].lstrip())
-            and (item or text[s] in " \t")
-        ):
-            out[-1] = (prev[0], e, prev[2])  # loose list items and continuations: one list
+        if prev and prev.is_list and (block.is_list or block.indented):
+            out[-1] = prev._replace(end=block.end)  # loose items and continuations: one list
         else:
-            out.append((s, e, levels))
-    return [span for span in ((*_strip(text, s, e), lv) for s, e, lv in out) if span[0] < span[1]]
+            out.append(block)
+    stripped = (b._replace(start=s, end=e) for b in out for s, e in [_strip(text, b.start, b.end)])
+    return [b for b in stripped if b.start < b.end]
 
 
 def _strip(text: str, start: int, end: int) -> tuple[int, int]:
@@ -278,8 +317,9 @@ class _Costs:
         return [max(0, n - self.special) for n in self.count_tokens(texts)]
 
 
-@dataclass(frozen=True)
-class _Piece:
+class _Piece(NamedTuple):
+    """A span still to be fitted into ``budget`` tokens."""
+
     key: int  # which section it belongs to
     start: int
     end: int
@@ -305,8 +345,14 @@ def _fit_units(text: str, pieces: Iterable[_Piece], costs: _Costs) -> dict[int, 
     out: dict[int, list[_Unit]] = defaultdict(list)
     todo = list(pieces)
     while todo:
+        # A piece this long cannot fit (short of giant unknown words): cut it without counting.
+        countable = [p.end - p.start <= p.budget * _MAX_CHARS_PER_TOKEN for p in todo]
+        counted = iter(
+            costs([text[p.start : p.end] for p, ok in zip(todo, countable, strict=True) if ok])
+        )
         finer: list[_Piece] = []
-        for piece, cost in zip(todo, costs([text[p.start : p.end] for p in todo]), strict=True):
+        for piece, ok in zip(todo, countable, strict=True):
+            cost = next(counted) if ok else piece.budget + 1
             if cost <= piece.budget:
                 out[piece.key].append(_Unit(piece.start, piece.end, cost))
                 continue
@@ -326,28 +372,64 @@ def _fit_units(text: str, pieces: Iterable[_Piece], costs: _Costs) -> dict[int, 
     return out
 
 
-def _cut_words(text: str, start: int, end: int, budget: int, costs: _Costs) -> list[_Unit]:
-    """Greedy runs of whole words within ``budget``, counting a window of words per call.
+class _Runs:
+    """Greedy runs of adjacent spans whose summed cost stays within ``budget``."""
 
-    Streaming keeps memory flat and calls few even for a 50 MB line with no sentence end.
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.units: list[_Unit] = []
+        self.start, self.end, self.cost = -1, -1, 0
+
+    def fits(self, cost: int) -> bool:
+        return (self.cost if self.start >= 0 else 0) + cost <= self.budget
+
+    def add(self, start: int, end: int, cost: int) -> None:
+        if not self.fits(cost):
+            self.flush()
+        if self.start < 0:
+            self.start, self.cost = start, 0
+        self.end, self.cost = end, self.cost + cost
+
+    def flush(self) -> None:
+        if self.start >= 0:
+            self.units.append(_Unit(self.start, self.end, self.cost))
+        self.start = -1
+
+
+def _word_groups(text: str, start: int, end: int) -> Iterator[list[re.Match[str]]]:
+    """Runs of consecutive words of about ``_GROUP_CHARS`` characters."""
+    group: list[re.Match[str]] = []
+    for word in _WORD.finditer(text, start, end):
+        if group and word.end() - group[0].start() > _GROUP_CHARS:
+            yield group
+            group = []
+        group.append(word)
+    if group:
+        yield group
+
+
+def _cut_words(text: str, start: int, end: int, budget: int, costs: _Costs) -> list[_Unit]:
+    """Greedy runs of whole words within ``budget``.
+
+    Words are counted in groups, a window of groups per call, and one by one only where a
+    group straddles a cut: memory stays flat and calls few even for a 50 MB line.
     """
-    matches = _WORD.finditer(text, start, end)
-    units: list[_Unit] = []
-    run_start, run_end, run_cost = -1, -1, 0
-    while window := list(islice(matches, _WORD_WINDOW)):
-        for m, cost in zip(window, costs([m.group() for m in window]), strict=True):
-            if run_start >= 0 and (cost > budget or run_cost + cost > budget):
-                units.append(_Unit(run_start, run_end, run_cost))
-                run_start = -1
-            if cost > budget:
-                units += _cut_chars(text, m.start(), m.end(), budget, costs)
+    runs = _Runs(budget)
+    groups = _word_groups(text, start, end)
+    while window := list(islice(groups, _WORD_WINDOW)):
+        spans = [(group[0].start(), group[-1].end()) for group in window]
+        for group, cost in zip(window, costs([text[s:e] for s, e in spans]), strict=True):
+            if runs.fits(cost):
+                runs.add(group[0].start(), group[-1].end(), cost)
                 continue
-            if run_start < 0:
-                run_start, run_cost = m.start(), 0
-            run_end, run_cost = m.end(), run_cost + cost
-    if run_start >= 0:
-        units.append(_Unit(run_start, run_end, run_cost))
-    return units
+            for word, word_cost in zip(group, costs([w.group() for w in group]), strict=True):
+                if word_cost > budget:
+                    runs.flush()
+                    runs.units += _cut_chars(text, word.start(), word.end(), budget, costs)
+                else:
+                    runs.add(word.start(), word.end(), word_cost)
+    runs.flush()
+    return runs.units
 
 
 def _cut_chars(text: str, start: int, end: int, budget: int, costs: _Costs) -> list[_Unit]:
@@ -355,7 +437,7 @@ def _cut_chars(text: str, start: int, end: int, budget: int, costs: _Costs) -> l
     units: list[_Unit] = []
     while start < end:
         fit, fit_cost = start + 1, -1  # at least one character, so the loop always advances
-        hi = min(end, start + max(64, budget * 32))  # a token rarely spans more characters
+        hi = min(end, start + max(64, budget * _MAX_CHARS_PER_TOKEN))
         while fit < hi:
             probes = sorted({fit + (hi - fit) * k // 16 for k in range(17)})
             probe_costs = costs([text[start:p] for p in probes])
@@ -434,12 +516,12 @@ def _section_spans(
     text: str, sections: Sequence[_Section], bases: Sequence[int], overlap: int, costs: _Costs
 ) -> list[list[tuple[int, int]]]:
     """Chunk spans of each section, packed so the estimated token count fits ``bases[i]``."""
-    reserves = [min(overlap, base // 4) for base in bases]
+    reserves = [max(0, min(overlap, base // 4)) for base in bases]
     limits = [base - reserve for base, reserve in zip(bases, reserves, strict=True)]
     pieces = (
-        _Piece(i, start, end, limits[i], levels)
+        _Piece(i, block.start, block.end, limits[i], block.levels)
         for i, section in enumerate(sections)
-        for start, end, levels in _blocks(text, section)
+        for block in _blocks(text, section)
     )
     units = _fit_units(text, pieces, costs)
     groups = [_pack(units.get(i, []), bases[i], limits[i]) for i in range(len(sections))]
@@ -464,7 +546,10 @@ def _section_spans(
 
 
 def embed_prefix(title: str, heading_path: Sequence[str]) -> str:
-    """The context line embedded before a chunk: ``"title > h1 > h2"`` (empty parts skipped)."""
+    """The context line embedded before a chunk: ``"title > h1 > h2"`` (empty parts skipped).
+
+    A chunk's ``embed_text`` is ``prefix + "\n\n" + text`` (just the text when it is empty).
+    """
     parts = (" ".join(part.split()) for part in (title, *heading_path))
     return " > ".join(part for part in parts if part)
 
@@ -516,7 +601,9 @@ def chunk_markdown(
     chunk is cut at sentences, then lines, then words, then characters. When a section spills
     over several chunks, each following chunk repeats the last sentences of the previous one,
     up to ``overlap_tokens``. ``count_tokens`` must count the special tokens the model adds.
-    Offsets are into ``text``; ordinals run in document order.
+    Offsets are into ``text``; ordinals run in document order. A prefix longer than half of
+    ``max_tokens`` is cut at a word boundary. Raises ValueError when ``max_tokens`` leaves no
+    room for text.
     """
     if not text.strip():
         return []

@@ -63,6 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("doctor", help="check configuration, vault paths, model and indexes")
     p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("daemon", help="run the daemon in the foreground (logs to stderr)")
+    p.add_argument("--vault", help="vault folder to index and watch (default: from config)")
+    sub.add_parser("start", help="start the daemon in the background and wait until it answers")
+    sub.add_parser("stop", help="ask the daemon to stop cleanly")
+    p = sub.add_parser("status", help="what the daemon is doing: state, collections, queue")
+    p.add_argument("--json", action="store_true")
+    sub.add_parser("pause", help="pause indexing (the queue is kept)")
+    sub.add_parser("resume", help="resume indexing")
     return parser
 
 
@@ -91,11 +100,20 @@ def _open_app(args: argparse.Namespace, overrides: dict[str, Any] | None = None,
               on_progress: Any = None) -> Any:
     from daemon.app import App
     from daemon.config import load_config
+    from daemon.ipc.discovery import acquire_instance_lock
     from daemon.paths import resolve_paths
 
     paths = resolve_paths()
     config = load_config(paths, overrides)
-    return App(paths, config, on_progress=on_progress)
+    # Holding the daemon's lock keeps a daemon from opening the same index meanwhile.
+    lock = acquire_instance_lock(paths)
+    try:
+        app = App(paths, config, on_progress=on_progress)
+    except BaseException:
+        lock.release()
+        raise
+    app.on_close.append(lock.release)
+    return app
 
 
 class _Bar:
@@ -130,6 +148,21 @@ class _Bar:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    if _daemon_running() and args.path and not args.collection:
+        from daemon.errors import AlreadyRunning
+
+        raise AlreadyRunning("the ragd daemon is running and owns the index",
+                             "stop it first (`ragd stop`), or set the vault in config.toml")
+    if _daemon_running():
+        # The daemon owns the index: ask it, and draw its live progress.
+        from daemon.cli_remote import remote_index
+
+        params = {"collection": args.collection, "path": args.path, "wait": True,
+                  "rebuild": args.rebuild}
+        result = remote_index(params, show_progress=not args.json and sys.stderr.isatty())
+        print(json.dumps(result, indent=2) if args.json else
+              "\n".join(f"{k}: {v}" for k, v in result.items()))
+        return 0
     overrides: dict[str, Any] = {}
     if args.path and not args.collection:
         overrides["obsidian.vaults"] = [args.path]
@@ -186,25 +219,28 @@ def format_report(r: Any) -> str:
     return "\n".join(lines)
 
 
-def search_request(args: argparse.Namespace, engine: Any) -> Any:
-    from daemon.search.engine import SearchRequest
-    from daemon.search.filters import Filters, clean_folder, parse_date
-
-    filters = Filters(
-        collections=engine.resolve_collection(args.collection),
-        source_type=args.source_type or None,
-        date_from=parse_date("date_from", args.date_from),
-        date_to=parse_date("date_to", args.date_to),
-        folder=clean_folder(args.folder),
-        tags=tuple(t.lstrip("#").lower() for t in args.tag),
-        sender=args.sender or None, author=args.author or None)
-    return SearchRequest(query=" ".join(args.query), top_k=args.top_k, mode=args.mode,
-                         filters=filters, explain=args.explain)
+def search_params(args: argparse.Namespace) -> dict[str, Any]:
+    """The rag_search-style parameters of `ragd search` (sent to the daemon as they are)."""
+    return {"query": " ".join(args.query), "collection": args.collection,
+            "top_k": args.top_k, "source_type": args.source_type, "date_from": args.date_from,
+            "date_to": args.date_to, "sender": args.sender, "author": args.author,
+            "mode": args.mode, "folder": args.folder, "tags": args.tag,
+            "explain": args.explain}
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from daemon.search.params import build_request
+
+    if _daemon_running():
+        from daemon.cli_remote import remote_search
+
+        answer = remote_search(search_params(args))
+        print(json.dumps(answer, indent=2, ensure_ascii=False) if args.json
+              else format_results(answer, args.explain))
+        return 0
     with _open_app(args) as app:
-        answer = app.search_engine.search(search_request(args, app.search_engine))
+        answer = app.search_engine.search(build_request(app.search_engine,
+                                                        **search_params(args)))
     print(json.dumps(answer, indent=2, ensure_ascii=False) if args.json
           else format_results(answer, args.explain))
     return 0
@@ -247,7 +283,26 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if any(c["status"] == "fail" for c in checks) else 0
 
 
-COMMANDS = {"index": cmd_index, "search": cmd_search, "doctor": cmd_doctor}
+def _remote(name: str) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        from daemon import cli_remote
+
+        return int(getattr(cli_remote, name)(args))
+
+    return run
+
+
+def _daemon_running() -> bool:
+    from daemon.ipc.discovery import find_daemon
+    from daemon.paths import resolve_paths
+
+    return find_daemon(resolve_paths()) is not None
+
+
+COMMANDS = {"index": cmd_index, "search": cmd_search, "doctor": cmd_doctor,
+            "daemon": _remote("cmd_daemon"), "start": _remote("cmd_start"),
+            "stop": _remote("cmd_stop"), "status": _remote("cmd_status"),
+            "pause": _remote("cmd_pause"), "resume": _remote("cmd_resume")}
 
 if __name__ == "__main__":
     sys.exit(main())

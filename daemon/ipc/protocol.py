@@ -15,14 +15,10 @@ Light on purpose: the standard library, and pydantic only when a request's param
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as dt
 import json
 import os
-import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from daemon.errors import InvalidArgument, ProtocolMismatch, RagdError
 
@@ -72,13 +68,15 @@ class MethodNotFound(RagdError):
 
 def _json_default(obj: Any) -> Any:
     # Results are built from frozen dataclasses and pydantic models inside the daemon.
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+    if hasattr(obj, "__dataclass_fields__") and not isinstance(obj, type):
+        import dataclasses  # not at the top: clients never encode dataclasses
+
         return dataclasses.asdict(obj)
     if hasattr(obj, "model_dump"):
         return obj.model_dump(mode="json")
     if isinstance(obj, os.PathLike):
         return os.fspath(obj)
-    if isinstance(obj, (dt.date, dt.datetime, dt.time)):
+    if hasattr(obj, "isoformat"):  # date, datetime, time
         return obj.isoformat()
     if isinstance(obj, (set, frozenset, tuple)):
         return list(obj)
@@ -137,7 +135,7 @@ def notification(method: str, params: Mapping[str, Any] | None = None) -> dict:
 
 def new_reference() -> str:
     """A short id that ties an internal error reply to its traceback in the daemon log."""
-    return secrets.token_hex(4)
+    return os.urandom(4).hex()
 
 
 def error_from_exception(id: int | str | None, exc: BaseException,
@@ -187,7 +185,8 @@ def exception_from_error(error: Mapping[str, Any]) -> RagdError:
     message = str(error.get("message") or "unknown error")
     hint = str(data.get("hint") or "")
     rpc_code = error.get("code")
-    code = data.get("code") or _PROTOCOL_CODES.get(rpc_code)
+    code = data.get("code") or (_PROTOCOL_CODES.get(rpc_code) if isinstance(rpc_code, int)
+                                else None)
     if rpc_code == INVALID_PARAMS or code == InvalidArgument.code:
         param = data.get("param")
         param = param if isinstance(param, str) and param else "params"
@@ -211,8 +210,7 @@ def exception_from_error(error: Mapping[str, Any]) -> RagdError:
     return exc
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     """A request that passed :func:`parse_request`; ``id`` is None for a notification."""
 
     id: int | str | None

@@ -153,7 +153,8 @@ class SearchEngine:
         rows = self.catalog.chunks_by_id([f.id for f in fused])
         fused = [f for f in fused if f.id in rows]  # deleted since the leg ran
         top = collapse(fused, lambda i: rows[i].source_id, s.max_per_source, req.top_k)
-        main = [weights[leg] for leg in legs if leg != "exact"]
+        # 1.0 means rank 1 in every leg that found anything (the exact leg only when it hit).
+        main = [weights[leg] for leg, ids in legs.items() if ids]
         results = [self._result(rows[f.id], f, normalise(f.score, main, s.rrf_k), req, query)
                    for f in top]
         out: dict[str, Any] = {"results": results, "indexing": self.indexing()}

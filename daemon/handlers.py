@@ -1,0 +1,127 @@
+"""The daemon's IPC methods: each maps validated params to the daemon and returns JSON data.
+
+Blocking work (search, catalog reads) runs on worker threads, so one slow request never holds
+up another; nothing here waits for the writer unless the caller asked to (index wait=true).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from daemon.errors import InvalidArgument
+from daemon.scheduler import EXPLICIT, Job
+
+if TYPE_CHECKING:
+    from daemon.ipc.server import Connection
+    from daemon.service import Daemon
+
+Handler = Callable[["Daemon", dict[str, Any], "Connection"], Awaitable[Any]]
+
+INDEX_WAIT_S = 24 * 3600.0
+
+
+async def status(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    return await asyncio.to_thread(d.status)
+
+
+async def search(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    from daemon.search.params import build_request
+
+    app = await d._ready()
+    keys = ("query", "collection", "top_k", "source_type", "date_from", "date_to", "sender",
+            "author", "mode", "folder", "tags", "explain")
+    args = {k: params[k] for k in keys if k in params and params[k] is not None}
+
+    def run() -> Any:
+        return app.search_engine.search(build_request(app.search_engine, **args))
+
+    return await asyncio.to_thread(run)
+
+
+async def list_collections(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    app = await d._ready()
+    return await asyncio.to_thread(app.list_collections)
+
+
+async def collection_info(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    app = await d._ready()
+    return await asyncio.to_thread(app.collection_info, params["collection"])
+
+
+async def skipped(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    app = await d._ready()
+    name = params.get("collection")
+    coll_id = (await asyncio.to_thread(app.collection, name)).id if name else None
+    return await asyncio.to_thread(app.catalog.skipped_sources, coll_id)
+
+
+async def index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    """Queue an explicit sync (or rebuild); with wait=true, answer when it is done."""
+    from daemon.service import index_summary
+
+    app = await d._ready()
+    name, path = params.get("collection"), params.get("path")
+    if params.get("rebuild"):
+        job = d.queue.put(Job("rebuild", params["rebuild"], EXPLICIT))
+        return await asyncio.to_thread(job.wait, INDEX_WAIT_S) if params.get("wait", True) \
+            else {"queued": True}
+    if path:
+        if not name:
+            raise InvalidArgument("collection", "is required with path",
+                                  "name the project collection to create or update")
+        coll = await asyncio.to_thread(_project, app, name, path)
+        if d._watcher is not None:
+            d._watcher.roots_changed()
+        name = coll.name
+    elif name:
+        await asyncio.to_thread(app.collection, name)  # unknown name: a clear NotFound
+    job = d.enqueue(name, EXPLICIT) if name else _all(d)
+    if not params.get("wait", True):
+        return {"collection": name, "queued": True, "remaining": d.queue.remaining()}
+    reports = await asyncio.to_thread(job.wait, INDEX_WAIT_S)
+    return index_summary(reports, name)
+
+
+def _project(app: Any, name: str, path: str) -> Any:
+    existing = app.catalog.collection(name)
+    if existing is not None and existing.type != "project":
+        raise InvalidArgument("collection", f"{name!r} is a {existing.type} collection, "
+                              "which uses its configured path",
+                              f"call rag_index(collection={name!r}) without a path")
+    return app.create_project(name, path)
+
+
+def _all(d: Daemon) -> Job:
+    return d.queue.put(Job("sync", None, EXPLICIT, estimate=max(
+        1, sum(c["source_count"] for c in d.app.list_collections()))))
+
+
+async def pause(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    d.queue.pause()
+    d._emit(d.indexing_event("paused"))
+    return {"paused": True}
+
+
+async def resume(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    d.queue.resume()
+    d._emit(d.indexing_event("indexing"))
+    return {"paused": False}
+
+
+async def shutdown(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    asyncio.get_running_loop().call_later(0.05, d.request_stop)
+    return {"stopping": True}
+
+
+async def subscribe(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    d.subscribe(conn)
+    return {"subscribed": True, "status": await asyncio.to_thread(d.status)}
+
+
+HANDLERS: dict[str, Handler] = {
+    "status": status, "search": search, "list_collections": list_collections,
+    "collection_info": collection_info, "index": index, "pause": pause, "resume": resume,
+    "shutdown": shutdown, "subscribe": subscribe, "skipped": skipped,
+}

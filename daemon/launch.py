@@ -1,0 +1,76 @@
+"""Find the running daemon, or start one detached and wait for it (CLI, MCP bridge, tray).
+
+Light on purpose: the standard library, the paths module and the IPC client only.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+from daemon.errors import DaemonUnavailable
+from daemon.ipc.client import Client
+from daemon.ipc.discovery import find_daemon, read_status
+from daemon.paths import Paths, resolve_paths
+
+START_TIMEOUT_S = 30.0
+
+
+def daemon_command(extra: Sequence[str] = ()) -> list[str]:
+    """How to run `ragd daemon` with this interpreter (works without the console script)."""
+    return [sys.executable, "-m", "daemon.cli", "daemon", *extra]
+
+
+def spawn_daemon(paths: Paths, extra: Sequence[str] = ()) -> subprocess.Popen[bytes]:
+    """Start the daemon detached from this process (its own session, no terminal)."""
+    paths.state_dir.mkdir(parents=True, exist_ok=True)
+    kwargs: dict[str, object] = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL,
+                                 "stderr": subprocess.DEVNULL, "close_fds": True}
+    if os.name == "nt":
+        kwargs["creationflags"] = (subprocess.DETACHED_PROCESS  # type: ignore[attr-defined]
+                                   | subprocess.CREATE_NEW_PROCESS_GROUP)  # type: ignore[attr-defined]
+    else:
+        kwargs["start_new_session"] = True
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.Popen(daemon_command(extra), env=env, **kwargs)  # type: ignore[call-overload]
+
+
+def connect(paths: Paths | None = None, *, start: bool = False, client_name: str = "ragd-cli",
+            timeout: float = START_TIMEOUT_S, call_timeout: float = 60.0) -> Client:
+    """A connected client; with ``start``, launch a daemon when none answers."""
+    paths = paths or resolve_paths()
+    address = find_daemon(paths)
+    if address is not None:
+        try:
+            return Client(address, timeout=call_timeout, client_name=client_name)
+        except DaemonUnavailable:
+            if not start:
+                raise
+    elif not start:
+        raise DaemonUnavailable("the ragd daemon is not running",
+                                "start it with `ragd start` (or `ragd daemon` in a terminal)")
+    proc = spawn_daemon(paths)
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and find_daemon(paths) is None:
+            raise DaemonUnavailable(
+                f"the ragd daemon exited at start-up (code {proc.returncode})",
+                f"run `ragd daemon` in a terminal to see why, or read {paths.log_file}")
+        address = find_daemon(paths)
+        if address is not None:
+            try:
+                return Client(address, timeout=call_timeout, client_name=client_name)
+            except DaemonUnavailable as exc:
+                last = exc
+        time.sleep(0.05)
+    raise DaemonUnavailable(f"the ragd daemon did not answer within {timeout:.0f} s ({last})",
+                            f"see {paths.log_file}, or run `ragd daemon` in a terminal")
+
+
+def running_pid(paths: Paths) -> int | None:
+    status = read_status(paths)
+    return int(status["pid"]) if status and find_daemon(paths) else None

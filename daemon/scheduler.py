@@ -1,0 +1,159 @@
+"""The single writer's queue: priorities, coalescing, pause, and what `remaining` counts.
+
+Explicit requests (rag_index, "Reindex now") run before watch hints, which run before sweeps.
+Jobs for the same collection coalesce: a burst of 1,000 hints becomes one job, and a job for
+the whole collection absorbs any path hints for it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+EXPLICIT, HINT, SWEEP = 0, 1, 2
+PRIORITY_NAMES = {EXPLICIT: "explicit", HINT: "hint", SWEEP: "sweep"}
+
+
+@dataclass
+class Job:
+    """One unit of writer work. ``paths`` None means the whole collection."""
+
+    kind: str  # "sync" | "rebuild"
+    collection: str | None  # None: every collection
+    priority: int
+    paths: set[str] | None = None
+    force: bool = False
+    estimate: int = 1  # sources this job will look at, for `remaining`
+    seq: int = 0
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Any = None
+    error: BaseException | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.paths) if self.paths is not None else max(1, self.estimate)
+
+    def finish(self, result: Any = None, error: BaseException | None = None) -> None:
+        self.result, self.error = result, error
+        self.done.set()
+
+    def wait(self, timeout: float | None = None) -> Any:
+        if not self.done.wait(timeout):
+            raise TimeoutError("indexing did not finish in time")
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+    def absorb(self, other: Job) -> None:
+        """Merge a newer job for the same target into this queued one."""
+        self.priority = min(self.priority, other.priority)
+        self.force = self.force or other.force
+        if self.paths is None or other.paths is None:
+            self.paths = None
+            self.estimate = max(self.estimate, other.estimate)
+        else:
+            self.paths |= other.paths
+
+
+class JobQueue:
+    """Thread-safe; `get` blocks while paused, so pausing never loses queued work."""
+
+    def __init__(self) -> None:
+        self._jobs: list[Job] = []
+        self._cond = threading.Condition()
+        self._seq = itertools.count(1)
+        self._paused = False
+        self._closed = False
+        self.running: Job | None = None
+        self.progress_left: int | None = None  # sources left in the running job, once known
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def put(self, job: Job) -> Job:
+        """Queue a job, or merge it into a queued one; returns the job to wait on."""
+        with self._cond:
+            for queued in self._jobs:
+                if queued.kind == job.kind and queued.collection == job.collection:
+                    queued.absorb(job)
+                    self._cond.notify_all()
+                    return queued
+            job.seq = next(self._seq)
+            self._jobs.append(job)
+            self._cond.notify_all()
+            return job
+
+    def get(self, timeout: float | None = None) -> Job | None:
+        """The most urgent job (FIFO within a priority), or None on timeout or close."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._paused or not self._jobs:
+                if self._closed:
+                    return None
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                self._cond.wait(left)
+            job = min(self._jobs, key=lambda j: (j.priority, j.seq))
+            self._jobs.remove(job)
+            self.running = job
+            self.progress_left = None
+            return job
+
+    def requeue_front(self, job: Job) -> None:
+        """Put an interrupted job back so it runs first after resume."""
+        with self._cond:
+            job.priority = min(job.priority, EXPLICIT)
+            job.seq = 0
+            self._jobs.append(job)
+            if self.running is job:
+                self.running = None
+            self._cond.notify_all()
+
+    def task_done(self, job: Job) -> None:
+        with self._cond:
+            if self.running is job:
+                self.running = None
+                self.progress_left = None
+            self._cond.notify_all()
+
+    def pause(self) -> None:
+        with self._cond:
+            self._paused = True
+            self._cond.notify_all()
+
+    def resume(self) -> None:
+        with self._cond:
+            self._paused = False
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            for job in self._jobs:
+                job.finish(error=RuntimeError("the daemon is shutting down"))
+            self._jobs.clear()
+
+    def remaining(self) -> int:
+        """Sources queued or in progress."""
+        with self._cond:
+            queued = sum(j.size for j in self._jobs)
+            if self.running is None:
+                return queued
+            left = self.progress_left
+            return queued + (self.running.size if left is None else left)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        with self._cond:
+            jobs = sorted(self._jobs, key=lambda j: (j.priority, j.seq))
+            return [{"kind": j.kind, "collection": j.collection, "size": j.size,
+                     "priority": PRIORITY_NAMES.get(j.priority, str(j.priority))} for j in jobs]
+
+    def idle(self) -> bool:
+        with self._cond:
+            return self.running is None and not self._jobs

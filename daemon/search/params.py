@@ -1,0 +1,34 @@
+"""Tool-style search parameters -> a validated SearchRequest (one place for CLI, IPC, MCP)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from daemon.errors import InvalidArgument
+from daemon.search.engine import SearchEngine, SearchRequest
+from daemon.search.filters import Filters, clean_folder, parse_date
+
+
+def build_request(engine: SearchEngine, *, query: str, collection: str | None = None,
+                  top_k: Any = 10, source_type: str | None = None, date_from: str | None = None,
+                  date_to: str | None = None, sender: str | None = None,
+                  author: str | None = None, mode: str = "hybrid", folder: str | None = None,
+                  tags: Sequence[str] = (), explain: bool = False) -> SearchRequest:
+    """Validate and normalise; every problem is an InvalidArgument naming its parameter."""
+    if not isinstance(query, str):
+        raise InvalidArgument("query", "must be a string", "pass the question or keywords")
+    if isinstance(top_k, bool) or not isinstance(top_k, int):
+        raise InvalidArgument("top_k", f"must be a whole number, got {top_k!r}",
+                              "pass a number from 1 to 100 (default 10)")
+    filters = Filters(
+        collections=engine.resolve_collection(collection),
+        source_type=(source_type or "").strip().lower() or None,
+        date_from=parse_date("date_from", date_from),
+        date_to=parse_date("date_to", date_to),
+        folder=clean_folder(folder),
+        tags=tuple(t.strip().lstrip("#").lower() for t in tags if t.strip()),
+        sender=(sender or "").strip() or None,
+        author=(author or "").strip() or None,
+    )
+    return SearchRequest(query=query, top_k=top_k, mode=mode, filters=filters, explain=explain)

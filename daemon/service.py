@@ -1,0 +1,327 @@
+"""The ragd daemon: one per user, owner of every index, served over a local socket.
+
+Threads: the asyncio loop (IPC) on the main thread; one writer thread that owns all index
+writes; one watcher thread. Searches run on worker threads against the last committed state
+and never wait for the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import logging.handlers
+import os
+import signal
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from daemon import __version__
+from daemon.config import Config
+from daemon.errors import RagdError
+from daemon.indexer.pipeline import IndexReport, Progress
+from daemon.ipc import discovery
+from daemon.ipc.protocol import PROTOCOL_VERSION
+from daemon.ipc.server import Connection, IpcServer
+from daemon.paths import Paths
+from daemon.scheduler import EXPLICIT, HINT, SWEEP, Job, JobQueue
+from daemon.watch import Watcher
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT_S = 180.0  # how long a request waits for the model to load at start-up
+SAVE_INTERVAL_S = 30.0  # FAISS is persisted at most this often while indexing
+
+
+def setup_logging(paths: Paths, *, stderr: bool, verbose: bool = False) -> None:
+    """A rotating log file in the state dir, plus stderr for `ragd daemon` in a terminal."""
+    paths.state_dir.mkdir(parents=True, exist_ok=True)
+    root = logging.getLogger()
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    fh = logging.handlers.RotatingFileHandler(paths.log_file, maxBytes=5_000_000,
+                                              backupCount=3, encoding="utf-8")
+    fh.setFormatter(fmt)
+    root.addHandler(fh)
+    if stderr:
+        sh = logging.StreamHandler()
+        sh.setFormatter(fmt)
+        root.addHandler(sh)
+    for noisy in ("httpx", "sentence_transformers", "transformers", "watchfiles", "faiss"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def index_summary(reports: list[IndexReport], collection: str | None) -> dict[str, Any]:
+    """The rag_index answer: {collection, indexed, skipped, errors, total_found}."""
+    return {
+        "collection": collection or ",".join(r.collection for r in reports),
+        "indexed": sum(r.indexed + r.moved for r in reports),
+        "skipped": sum(len(r.skipped_files) for r in reports),
+        "errors": sum(len(r.errors) for r in reports),
+        "total_found": sum(r.total_found for r in reports),
+    }
+
+
+class Daemon:
+    def __init__(self, paths: Paths, config: Config) -> None:
+        self.paths = paths
+        self.config = config
+        self.queue = JobQueue()
+        self.app: Any = None
+        self.ready = threading.Event()
+        self.fatal: str | None = None
+        self.started_at = time.time()
+        self.progress: Progress | None = None
+        self.recent_errors: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._subscribers: set[Connection] = set()
+        self._server: IpcServer | None = None
+        self._writer = threading.Thread(target=self._writer_main, name="ragd-writer",
+                                        daemon=True)
+        self._watcher: Watcher | None = None
+        self._last_event = 0.0
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def run(self) -> int:
+        """Serve until shutdown; returns the exit code."""
+        lock = discovery.acquire_instance_lock(self.paths)
+        try:
+            return asyncio.run(self._main())
+        finally:
+            lock.release()
+
+    async def _main(self) -> int:
+        self._loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            # Windows has no loop signal handlers; nor does a loop off the main thread.
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                self._loop.add_signal_handler(sig, self.request_stop)
+        self._server = IpcServer(self._dispatch, version=__version__,
+                                 max_frame_bytes=int(self.config.daemon.max_frame_mb * 2**20))
+        address = await self._server.start(self.paths)
+        discovery.write_status(self.paths, pid=os.getpid(), socket=address,
+                               version=__version__, protocol=PROTOCOL_VERSION,
+                               started_at=self.started_at)
+        log.info("ragd %s listening on %s (pid %d)", __version__, address, os.getpid())
+        self._writer.start()
+        sweeper = asyncio.create_task(self._sweeper())
+        try:
+            while not self._stop.is_set():
+                await asyncio.sleep(0.2)
+        finally:
+            sweeper.cancel()
+            await self._shutdown()
+        return 0 if self.fatal is None else 1
+
+    def request_stop(self) -> None:
+        log.info("stopping")
+        self._stop.set()
+        self.queue.close()
+
+    async def _shutdown(self) -> None:
+        self.queue.close()
+        if self._watcher is not None:
+            await asyncio.to_thread(self._watcher.stop)
+        await asyncio.to_thread(self._writer.join, 60)
+        if self._server is not None:
+            await self._server.close()
+        discovery.remove_status(self.paths, pid=os.getpid())
+        log.info("stopped")
+
+    async def _sweeper(self) -> None:
+        """Catch what events miss: a full reconcile every sweep_interval_s."""
+        while True:
+            await asyncio.sleep(self.config.daemon.sweep_interval_s)
+            if self.ready.is_set():
+                self.enqueue_all(SWEEP)
+
+    # -- the writer ---------------------------------------------------------------------------
+    def _writer_main(self) -> None:
+        from daemon.app import App
+
+        try:
+            self.app = App(self.paths, self.config, on_progress=self._on_progress,
+                           indexing=self.indexing, should_stop=self._should_stop)
+            self.app.embedder.warm_up()
+        except Exception as exc:
+            log.exception("could not open the index")
+            self.fatal = str(exc)
+            self.ready.set()
+            return
+        self.ready.set()
+        self._watcher = Watcher(self.watch_roots, self.config.index.exclude, self.on_hints,
+                                self.config.daemon.debounce_ms)
+        self._watcher.start()
+        self.enqueue_all(SWEEP)  # catch up with what changed while the daemon was off
+        last_save = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                job = self.queue.get(timeout=1.0)
+                if job is not None:
+                    self._run_job(job)
+                if time.monotonic() - last_save > SAVE_INTERVAL_S or (
+                        job is not None and self.queue.idle()):
+                    with self.app.indexer.lock:
+                        self.app.indexer.save()
+                    last_save = time.monotonic()
+        finally:
+            self.app.close()
+
+    def _should_stop(self) -> bool:
+        return self._stop.is_set() or self.queue.paused
+
+    def _run_job(self, job: Job) -> None:
+        app = self.app
+        self._emit({"type": "job", "state": "started", "collection": job.collection})
+        try:
+            if job.kind == "rebuild":
+                job.finish(app.rebuild(["faiss", "whoosh"] if job.collection in (None, "all")
+                                       else [job.collection]))
+            else:
+                names = [job.collection] if job.collection else [c.name for c in
+                                                                 app.catalog.collections()]
+                reports = []
+                for name in names:
+                    coll = app.collection(name)
+                    paths = None if job.paths is None or "" in job.paths else sorted(job.paths)
+                    reports.append(app.sync_collection(coll, paths=paths, force=job.force))
+                    self._note_errors(reports[-1])
+                if self.queue.paused and not self._stop.is_set():
+                    self.queue.requeue_front(job)  # finish it after resume
+                    return
+                job.finish(reports)
+        except RagdError as exc:
+            log.warning("indexing %s: %s", job.collection, exc)
+            self.recent_errors.append({"time": time.time(), "error": str(exc)})
+            job.finish(error=exc)
+        except Exception as exc:
+            log.exception("indexing %s failed", job.collection)
+            self.recent_errors.append({"time": time.time(), "error": repr(exc)})
+            job.finish(error=exc)
+        finally:
+            self.queue.task_done(job)
+            self.progress = None
+            del self.recent_errors[:-20]
+            self._emit(self.indexing_event("idle" if self.queue.idle() else "indexing"))
+
+    def _note_errors(self, report: IndexReport) -> None:
+        for path, err in report.errors:
+            self.recent_errors.append({"time": time.time(), "path": path, "error": err})
+
+    # -- scheduling ---------------------------------------------------------------------------
+    def watch_roots(self) -> dict[str, str]:
+        if self.app is None:
+            return {}
+        return {c.name: c.root for c in self.app.catalog.collections()}
+
+    def on_hints(self, hints: Mapping[str, set[str]]) -> None:
+        for name, rels in hints.items():
+            self.queue.put(Job("sync", name, HINT, paths=set(rels), estimate=len(rels)))
+
+    def enqueue_all(self, priority: int, force: bool = False) -> list[Job]:
+        return [self.enqueue(c.name, priority, force=force)
+                for c in self.app.catalog.collections()]
+
+    def enqueue(self, name: str | None, priority: int = EXPLICIT, *, force: bool = False) -> Job:
+        estimate = 1
+        if name is not None and self.app is not None:
+            coll = self.app.catalog.collection(name)
+            if coll is not None:
+                estimate = max(1, self.app.catalog.collection_stats(coll.id)["source_count"])
+        return self.queue.put(Job("sync", name, priority, force=force, estimate=estimate))
+
+    # -- progress -----------------------------------------------------------------------------
+    def _on_progress(self, p: Progress) -> None:
+        self.progress = p
+        if p.phase == "index":
+            self.queue.progress_left = max(0, p.total - p.done)
+        now = time.monotonic()
+        if now - self._last_event >= 0.2 or p.phase == "done":
+            self._last_event = now
+            self._emit(self.indexing_event("indexing"))
+
+    def indexing(self) -> dict[str, Any]:
+        """`indexing` of every search answer: remaining = sources queued or in progress."""
+        remaining = self.queue.remaining()
+        active = remaining > 0 or self.queue.running is not None
+        return {"active": active, "remaining": remaining if active else 0}
+
+    def indexing_event(self, state: str) -> dict[str, Any]:
+        p = self.progress
+        return {"type": "progress", "state": self.state() if state != "idle" else "idle",
+                **self.indexing(),
+                "collection": p.collection if p else None, "phase": p.phase if p else None,
+                "done": p.done if p else 0, "total": p.total if p else 0,
+                "embedded": p.chunks_embedded if p else 0}
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        loop = self._loop
+        if loop is None or not self._subscribers:
+            return
+        loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._broadcast(event)))
+
+    async def _broadcast(self, event: dict[str, Any]) -> None:
+        for conn in list(self._subscribers):
+            if conn.closed:
+                self._subscribers.discard(conn)
+            else:
+                await conn.notify("progress", event)
+
+    def state(self) -> str:
+        if self.fatal:
+            return "error"
+        if not self.ready.is_set():
+            return "starting"
+        if self.queue.paused:
+            return "paused"
+        return "indexing" if self.indexing()["active"] else "idle"
+
+    # -- requests -----------------------------------------------------------------------------
+    async def _ready(self) -> Any:
+        if not self.ready.is_set():
+            await asyncio.to_thread(self.ready.wait, READY_TIMEOUT_S)
+        if self.fatal or self.app is None:
+            raise RagdError(f"the daemon could not open its index: {self.fatal}",
+                            f"see the log at {self.paths.log_file}; `ragd doctor` checks it")
+        return self.app
+
+    async def _dispatch(self, method: str, params: Any, conn: Connection) -> Any:
+        from daemon.handlers import HANDLERS
+
+        if hasattr(params, "model_dump"):
+            params = params.model_dump()
+        return await HANDLERS[method](self, dict(params or {}), conn)
+
+    def subscribe(self, conn: Connection) -> None:
+        self._subscribers.add(conn)
+        conn.on_close.append(lambda *_: self._subscribers.discard(conn))
+
+    def status(self) -> dict[str, Any]:
+        """Everything `ragd status` and the tray show."""
+        out: dict[str, Any] = {
+            "state": self.state(), "version": __version__, "protocol": PROTOCOL_VERSION,
+            "pid": os.getpid(), "started_at": self.started_at,
+            "uptime_s": round(time.time() - self.started_at, 1),
+            "paused": self.queue.paused, "indexing": self.indexing(),
+            "queue": self.queue.snapshot(), "errors": list(self.recent_errors[-10:]),
+            "paths": {"config": str(self.paths.config_file), "log": str(self.paths.log_file),
+                      "data": str(self.paths.data_dir)},
+            "watching": sorted(self._watcher.watching) if self._watcher else [],
+            "fatal": self.fatal, "collections": [],
+        }
+        p = self.progress
+        if p is not None:
+            out["current"] = {"collection": p.collection, "phase": p.phase, "done": p.done,
+                              "total": p.total, "embedded": p.chunks_embedded}
+        if self.ready.is_set() and self.app is not None:
+            colls = self.app.list_collections()
+            for c in colls:
+                coll = self.app.catalog.collection(c["name"])
+                st = self.app.catalog.collection_stats(coll.id)
+                c["skipped_count"], c["skips"] = st["skipped_count"], st["skips"]
+            out["collections"] = colls
+            out["embedded_total"] = getattr(self.app.embedder, "calls", None)
+        return out

@@ -1,0 +1,84 @@
+"""Run a real `ragd daemon` process for a test, and poll it with deadlines (never sleep-wait)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from daemon.ipc.client import Client
+from daemon.ipc.discovery import find_daemon
+from daemon.paths import resolve_paths
+
+T = TypeVar("T")
+
+
+def wait_for(fn: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:
+    """Poll ``fn`` until it returns something truthy; fail with ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+        except Exception as exc:  # the daemon may be restarting: keep polling
+            last = exc
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+class DaemonProc:
+    """A daemon subprocess bound to this test's RAGD_HOME."""
+
+    def __init__(self, home: Path, vault: Path | None, log: Path) -> None:
+        self.home, self.vault, self.log = home, vault, log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> DaemonProc:
+        env = {**os.environ, "RAGD_HOME": str(self.home), "HF_HUB_OFFLINE": "1",
+               "RAGD_DAEMON_DEBOUNCE_MS": os.environ.get("RAGD_DAEMON_DEBOUNCE_MS", "150")}
+        args = [sys.executable, "-m", "daemon.cli", "daemon"]
+        if self.vault is not None:
+            args += ["--vault", str(self.vault)]
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(args, env=env, stdout=log, stderr=log,
+                                         start_new_session=True)
+        wait_for(lambda: find_daemon(resolve_paths({"RAGD_HOME": str(self.home)})), 30,
+                 "the daemon socket")
+        return self
+
+    def client(self, timeout: float = 60) -> Client:
+        address = find_daemon(resolve_paths({"RAGD_HOME": str(self.home)}))
+        assert address, "daemon not running"
+        return Client(address, timeout=timeout, client_name="test")
+
+    def call(self, method: str, params: dict[str, Any] | None = None, timeout: float = 60) -> Any:
+        with self.client(timeout) as c:
+            return c.call(method, params, timeout=timeout)
+
+    def wait_idle(self, timeout: float = 300) -> dict[str, Any]:
+        def idle() -> dict[str, Any] | None:
+            st = self.call("status")
+            return st if st["state"] == "idle" and st["collections"] else None
+
+        return wait_for(idle, timeout, "the daemon to be idle", interval=0.1)
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            self.call("shutdown", timeout=10)
+            self.proc.wait(timeout=60)
+        except Exception:
+            self.kill9()

@@ -72,6 +72,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     sub.add_parser("pause", help="pause indexing (the queue is kept)")
     sub.add_parser("resume", help="resume indexing")
+
+    sub.add_parser("mcp", help="run the MCP server on stdio (what AI clients launch)")
+    p = sub.add_parser("mcp-config", help="print (or install) the MCP config for a client")
+    p.add_argument("client", choices=["claude-desktop", "claude-code", "cursor", "vscode"])
+    p.add_argument("--install", action="store_true",
+                   help="merge the entry into the client's config file (a backup is kept)")
+    sub.add_parser("tray", help="run the system-tray app")
+    p = sub.add_parser("autostart", help="start ragd at login: on, off or status")
+    p.add_argument("action", choices=["on", "off", "status"])
+    p.add_argument("--method", choices=["desktop", "systemd"], default=None,
+                   help="Linux only: XDG autostart entry (default) or a systemd user unit")
+    p = sub.add_parser("secret", help="store a credential in the OS keyring")
+    p.add_argument("action", choices=["set", "delete", "status"])
+    p.add_argument("name", nargs="?", help="e.g. embedding.api_key, imap.password")
     return parser
 
 
@@ -299,10 +313,24 @@ def _daemon_running() -> bool:
     return find_daemon(resolve_paths()) is not None
 
 
+def _lazy(module: str, name: str) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        import importlib
+
+        return int(getattr(importlib.import_module(module), name)(args) or 0)
+
+    return run
+
+
 COMMANDS = {"index": cmd_index, "search": cmd_search, "doctor": cmd_doctor,
             "daemon": _remote("cmd_daemon"), "start": _remote("cmd_start"),
             "stop": _remote("cmd_stop"), "status": _remote("cmd_status"),
-            "pause": _remote("cmd_pause"), "resume": _remote("cmd_resume")}
+            "pause": _remote("cmd_pause"), "resume": _remote("cmd_resume"),
+            "mcp": _lazy("mcp_bridge.server", "cmd_mcp"),
+            "mcp-config": _lazy("mcp_bridge.clients", "cmd_mcp_config"),
+            "tray": _lazy("tray.app", "cmd_tray"),
+            "autostart": _lazy("tray.autostart", "cmd_autostart"),
+            "secret": _lazy("daemon.secrets", "cmd_secret")}
 
 if __name__ == "__main__":
     sys.exit(main())

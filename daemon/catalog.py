@@ -374,13 +374,7 @@ class Catalog:
         """
         upserted = deleted = 0
         with self.transaction() as db:
-            db.executemany(
-                "INSERT OR IGNORE INTO embeddings (fingerprint, text_hash, vector) VALUES (?,?,?)",
-                (
-                    (fingerprint, h, np.ascontiguousarray(v, dtype=np.float32).tobytes())
-                    for h, v in vectors.items()
-                ),
-            )
+            self._insert_vectors(db, fingerprint, vectors)
             for up in updates:
                 u, d = self._commit_one(db, collection_id, up)
                 upserted += u
@@ -448,6 +442,20 @@ class Catalog:
         return len(touched), len(gone)
 
     # -- embeddings ---------------------------------------------------------------------------
+    @staticmethod
+    def _insert_vectors(db: sqlite3.Connection, fingerprint: str,
+                        vectors: dict[str, np.ndarray]) -> None:
+        db.executemany(
+            "INSERT OR IGNORE INTO embeddings (fingerprint, text_hash, vector) VALUES (?,?,?)",
+            ((fingerprint, h, np.ascontiguousarray(v, dtype=np.float32).tobytes())
+             for h, v in vectors.items()),
+        )
+
+    def store_vectors(self, fingerprint: str, vectors: dict[str, np.ndarray]) -> None:
+        """Cache freshly computed vectors at once, so a crash never embeds them again."""
+        with self.transaction() as db:
+            self._insert_vectors(db, fingerprint, vectors)
+
     def cached_vectors(self, fingerprint: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Vectors already computed for these texts under this fingerprint."""
         found: dict[str, np.ndarray] = {}

@@ -143,6 +143,8 @@ def _build_parser() -> _HeadingParser:
 
 
 _PARSER = _build_parser()
+# Every line mistune could take for a heading or a setext underline matches this.
+_HEADING_LINE = re.compile(r"^ {0,3}(?:#{1,6}(?:[ \t]|$)|[=-]+[ \t]*$)", re.M)
 
 
 def find_headings(text: str) -> list[Heading]:
@@ -156,6 +158,8 @@ def find_headings(text: str) -> list[Heading]:
     # of a "\r\n" is dropped, and offsets are shifted back past the dropped ones afterwards.
     dropped = [m.start() - k for k, m in enumerate(re.finditer("\r\n", text))]
     src = text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+    if not _HEADING_LINE.search(src):
+        return []  # common (daily notes, lists) and saves mistune's ~35 µs per list item
     state = _HeadingState()
     state.process(src if src.endswith("\n") else src + "\n")
     _PARSER.parse(state)

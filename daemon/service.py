@@ -64,6 +64,14 @@ def index_summary(reports: list[IndexReport], collection: str | None) -> dict[st
     }
 
 
+def _brief(report: IndexReport) -> dict[str, Any]:
+    """A sync report without its file lists (those are served by the `skipped` method)."""
+    d = report.as_dict()
+    for key in ("skipped_files", "warnings", "errors"):
+        d[key] = len(d[key])  # type: ignore[arg-type]
+    return d
+
+
 class Daemon:
     def __init__(self, paths: Paths, config: Config) -> None:
         self.paths = paths
@@ -75,6 +83,7 @@ class Daemon:
         self.started_at = time.time()
         self.progress: Progress | None = None
         self.recent_errors: list[dict[str, Any]] = []
+        self.last_reports: dict[str, dict[str, Any]] = {}
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._subscribers: set[Connection] = set()
@@ -189,6 +198,7 @@ class Daemon:
                     paths = None if job.paths is None or "" in job.paths else sorted(job.paths)
                     reports.append(app.sync_collection(coll, paths=paths, force=job.force))
                     self._note_errors(reports[-1])
+                    self.last_reports[name] = _brief(reports[-1])
                 if self.queue.paused and not self._stop.is_set():
                     self.queue.requeue_front(job)  # finish it after resume
                     return
@@ -322,6 +332,7 @@ class Daemon:
                 coll = self.app.catalog.collection(c["name"])
                 st = self.app.catalog.collection_stats(coll.id)
                 c["skipped_count"], c["skips"] = st["skipped_count"], st["skips"]
+                c["last_report"] = self.last_reports.get(c["name"])
             out["collections"] = colls
             out["embedded_total"] = getattr(self.app.embedder, "calls", None)
         return out

@@ -1,0 +1,195 @@
+"""The tool table against the public reference: names, parameters, types, defaults, fields."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.errors import InvalidArgument
+from mcp_bridge import tools
+from mcp_bridge.tools import (
+    RESULT_FIELDS,
+    TOOLS,
+    parse_index,
+    parse_info,
+    parse_list,
+    parse_search,
+    select_tools,
+    shape_index,
+    shape_info,
+    shape_list,
+    shape_search,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+REFERENCE_DIR = REPO.parent / "shared" / "reference"
+
+# The reference's parameter tables, as (name, type, default); "required" has no default.
+REFERENCE: dict[str, list[tuple[str, str, str]]] = {
+    "rag_search": [("query", "str", "required"), ("collection", "str | null", "null"),
+                   ("top_k", "int", "10"), ("source_type", "str | null", "null"),
+                   ("date_from", "str | null", "null"), ("date_to", "str | null", "null"),
+                   ("sender", "str | null", "null"), ("author", "str | null", "null")],
+    "rag_list_collections": [],
+    "rag_collection_info": [("collection", "str", "required")],
+    "rag_index": [("collection", "str", "required"), ("path", "str | null", "null")],
+}
+
+
+def check_input_schema(schema: dict[str, Any], params: list[tuple[str, str, str]]) -> None:
+    """Assert that a JSON schema has exactly the reference's parameters, types and defaults."""
+    assert schema["type"] == "object"
+    props = schema["properties"]
+    assert list(props) == [name for name, _, _ in params]
+    assert sorted(schema.get("required", [])) == sorted(
+        name for name, _, default in params if default == "required")
+    for name, kind, default in params:
+        prop = props[name]
+        if kind == "str":
+            assert prop["type"] == "string", name
+        elif kind == "int":
+            assert prop["type"] == "integer", name
+        elif kind == "str | null":
+            assert {t["type"] for t in prop["anyOf"]} == {"string", "null"}, name
+        else:
+            raise AssertionError(f"unexpected reference type {kind}")
+        if default == "required":
+            assert "default" not in prop, name
+        elif default == "null":
+            assert prop["default"] is None, name
+        else:
+            assert prop["default"] == int(default), name
+        assert prop["description"], name
+
+
+def test_the_tools_are_exactly_the_reference_ones_minus_convert_and_doc_store() -> None:
+    assert [t.name for t in TOOLS] == list(REFERENCE)
+    for spec in TOOLS:
+        check_input_schema(spec.input_schema, REFERENCE[spec.name])
+        assert spec.output_schema["type"] == "object"
+        assert len(spec.description) > 200  # written for a model: when and how to use it
+
+
+def _reference_tables(text: str) -> dict[str, list[tuple[str, str, str]]]:
+    tables: dict[str, list[tuple[str, str, str]]] = {}
+    for section in re.split(r"^## ", text, flags=re.M)[1:]:
+        name = section.split("\n", 1)[0].strip()
+        rows = []
+        for line in section.splitlines():
+            cells = [c.strip().replace("\\|", "|")
+                     for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            if len(cells) >= 3 and cells[0].startswith("`"):
+                default = cells[2].strip("`") if len(cells) == 4 else (
+                    "null" if "null" in cells[1] else "required")
+                rows.append((cells[0].strip("`"), cells[1], default))
+        tables[name] = rows
+    return tables
+
+
+def test_the_literal_table_matches_the_reference_document() -> None:
+    files = sorted(REFERENCE_DIR.glob("000_*.txt"))
+    if not files:
+        pytest.skip(f"the tool reference is not at {REFERENCE_DIR}")
+    tables = _reference_tables(files[0].read_text(encoding="utf-8"))
+    for name, params in REFERENCE.items():
+        assert tables[name] == params
+    assert "rag_convert" in tables and "rag_doc_store_info" in tables  # not offered
+
+
+def test_toolsets_pick_groups_and_report_unknown_names() -> None:
+    specs, unknown = select_tools(["search"])
+    assert [s.name for s in specs] == ["rag_search", "rag_list_collections",
+                                       "rag_collection_info"]
+    specs, unknown = select_tools(["index", "Bogus", " "])
+    assert [s.name for s in specs] == ["rag_index"] and unknown == ["bogus"]
+    assert select_tools([])[0] == []
+
+
+def test_search_arguments_are_normalised_and_unset_ones_dropped() -> None:
+    assert parse_search({"query": " levain ", "top_k": 5, "collection": None,
+                         "source_type": "Markdown", "date_from": "2024-01-31",
+                         "sender": ""}) == {
+        "query": "levain", "top_k": 5, "source_type": "markdown", "date_from": "2024-01-31"}
+    assert parse_search({"query": "x"})["top_k"] == 10
+    assert parse_search({"query": "x", "top_k": 7.0})["top_k"] == 7
+    assert parse_search({"query": "x", "top_k": "12"})["top_k"] == 12
+
+
+@pytest.mark.parametrize(("args", "param", "words"), [
+    ({}, "query", "required"),
+    ({"query": "   "}, "query", "required"),
+    ({"query": 3}, "query", "string"),
+    ({"query": "x", "top_k": 0}, "top_k", "between 1 and 100"),
+    ({"query": "x", "top_k": 101}, "top_k", "between 1 and 100"),
+    ({"query": "x", "top_k": True}, "top_k", "whole number"),
+    ({"query": "x", "top_k": "ten"}, "top_k", "whole number"),
+    ({"query": "x", "top_k": 2.5}, "top_k", "whole number"),
+    ({"query": "x", "date_from": "31/01/2024"}, "date_from", "YYYY-MM-DD"),
+    ({"query": "x", "date_to": "2024-02-30"}, "date_to", "YYYY-MM-DD"),
+    ({"query": "x", "date_to": "2024-1-5"}, "date_to", "YYYY-MM-DD"),
+    ({"query": "x", "date_from": "2024-05-01", "date_to": "2024-01-01"}, "date_from", "after"),
+    ({"query": "x", "sender": ["a"]}, "sender", "string"),
+    ({"query": "x", "limit": 3}, "limit", "not a parameter"),
+])
+def test_bad_search_arguments_name_the_parameter_and_the_fix(
+        args: dict[str, Any], param: str, words: str) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        parse_search(args)
+    assert caught.value.param == param
+    assert words in caught.value.message
+    assert caught.value.hint
+
+
+def test_index_paths_are_checked_and_made_absolute(tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n", encoding="utf-8")
+    assert parse_index({"collection": "p", "path": str(folder)}) == {
+        "collection": "p", "wait": True, "path": str(folder.resolve())}
+    assert parse_index({"collection": "p", "path": "notes"}, cwd=tmp_path)["path"] == str(
+        folder.resolve())
+    assert parse_index({"collection": "obsidian"}) == {"collection": "obsidian", "wait": True}
+    for args, words in [({"collection": "p", "path": str(tmp_path / "missing")}, "not exist"),
+                        ({"collection": "p", "path": str(folder / "a.md")}, "not a folder")]:
+        with pytest.raises(InvalidArgument) as caught:
+            parse_index(args)
+        assert caught.value.param == "path" and words in caught.value.message
+    with pytest.raises(InvalidArgument) as caught:
+        parse_index({"path": str(folder)})
+    assert caught.value.param == "collection"
+
+
+def test_other_tools_check_their_few_arguments() -> None:
+    assert parse_list({}) == {}
+    assert parse_info({"collection": "obsidian"}) == {"collection": "obsidian"}
+    with pytest.raises(InvalidArgument):
+        parse_list({"collection": "x"})
+    with pytest.raises(InvalidArgument):
+        parse_info({})
+
+
+def test_results_keep_only_the_reference_fields_and_all_of_metadata() -> None:
+    raw = {"results": [{**{f: f for f in RESULT_FIELDS}, "score": 0.5, "source_uri": None,
+                        "metadata": {"tags": ["a"], "chunk_id": 3, "snippet": "s"},
+                        "extra": 1}],
+           "indexing": {"active": True, "remaining": 4, "phase": "embed"}, "timing_ms": 3}
+    shaped = shape_search(raw)
+    assert list(shaped) == ["results", "indexing"]
+    assert list(shaped["results"][0]) == list(RESULT_FIELDS)
+    assert shaped["results"][0]["metadata"] == {"tags": ["a"], "chunk_id": 3, "snippet": "s"}
+    assert shaped["results"][0]["source_uri"] == ""
+    assert shaped["indexing"] == {"active": True, "remaining": 4}
+    assert shape_search({"results": [], "indexing": None}) == {"results": [], "indexing": None}
+
+    coll = {"name": "n", "type": "project", "description": "d", "source_count": 1,
+            "chunk_count": 2, "last_indexed": None, "created_at": "t", "root": "/x"}
+    assert shape_list([coll]) == [{k: v for k, v in coll.items() if k != "root"}]
+    info = shape_info({**coll, "source_types": ["markdown"], "sample_titles": ["A"],
+                       "skips": {}, "skipped_count": 0})
+    assert list(info) == list(tools.INFO_FIELDS)
+    assert shape_index({"collection": "p", "indexed": 1, "skipped": 0, "errors": 0,
+                        "total_found": 1, "queued": False}) == {
+        "collection": "p", "indexed": 1, "skipped": 0, "errors": 0, "total_found": 1}

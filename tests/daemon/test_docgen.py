@@ -1,0 +1,6 @@
+from daemon.docgen import main
+
+
+def test_generated_docs_match_the_code() -> None:
+    # Fails when a config key or CLI flag changed without `python -m daemon.docgen`.
+    assert main(["--check"]) == 0

@@ -1,0 +1,191 @@
+"""Freshness and daemon overhead: how soon a save is searchable, and what an idle daemon costs.
+
+    python bench/freshness.py [--vault PATH] [--edits 100] [--burst 500] [--idle-seconds 30]
+
+Runs a real daemon on a copy of the vault (in a temp folder) and measures:
+- save-to-searchable latency over N edits, one at a time (p50, p95, max);
+- a burst of M files written at once: seconds until the last is searchable;
+- search latency over the socket while idle and while indexing;
+- the idle daemon's CPU (% of one core) and resident memory.
+Prints a table, writes bench/results/freshness.json and a PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import bar_plot, corpus, pct, table, write_json  # noqa: E402
+
+
+def proc_stat(pid: int) -> tuple[float, float]:
+    """(CPU seconds used, resident MB) of a process."""
+    fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    rss = 0.0
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) / 1024
+    return cpu, rss
+
+
+class Daemon:
+    def __init__(self, vault: Path, home: Path) -> None:
+        from daemon.ipc.client import Client
+        from daemon.ipc.discovery import find_daemon
+        from daemon.paths import resolve_paths
+
+        env = {**os.environ, "RAGD_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+        self.paths = resolve_paths({"RAGD_HOME": str(home)})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "daemon.cli", "daemon", "--vault", str(vault)], env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while find_daemon(self.paths) is None:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                sys.exit("error: the daemon did not start; run `ragd daemon` to see why")
+            time.sleep(0.05)
+        self.client = Client(find_daemon(self.paths) or "", timeout=600, client_name="bench")
+
+    def hits(self, word: str) -> int:
+        answer = self.client.call("search", {"query": word, "mode": "keyword", "top_k": 100})
+        return len(answer["results"])
+
+    def wait_idle(self, timeout: float = 3600) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            st = self.client.call("status")
+            if st["state"] == "idle" and st["collections"] and not st["queue"]:
+                return st
+            time.sleep(0.1)
+        sys.exit("error: the daemon did not become idle")
+
+    def stop(self) -> None:
+        try:
+            self.client.call("shutdown")
+            self.proc.wait(timeout=60)
+        except Exception:
+            self.proc.kill()
+
+
+def wait_searchable(d: Daemon, word: str, count: int = 1, timeout: float = 120) -> float:
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        if d.hits(word) >= count:
+            return time.perf_counter() - t0
+        time.sleep(0.01)
+    raise SystemExit(f"error: {word!r} was not searchable after {timeout:.0f} s")
+
+
+def edits(d: Daemon, vault: Path, n: int, rng: random.Random) -> list[float]:
+    notes = sorted(vault.rglob("*.md"))
+    latencies = []
+    for i in range(n):
+        note = rng.choice(notes)
+        word = f"freshword{i}x{rng.randrange(10**6)}"
+        t0 = time.perf_counter()
+        with open(note, "a", encoding="utf-8") as fh:
+            fh.write(f"\n\nEdited: {word}\n")
+        wait_searchable(d, word)
+        latencies.append(time.perf_counter() - t0)
+    return latencies
+
+
+def burst(d: Daemon, vault: Path, m: int) -> float:
+    folder = vault / "Burst"
+    folder.mkdir()
+    t0 = time.perf_counter()
+    for i in range(m):
+        (folder / f"burst {i:04}.md").write_text(
+            f"# Burst {i}\n\nburstword note number {i} of the burst.", encoding="utf-8")
+    wait_searchable(d, "burstword", count=min(m, 100), timeout=1800)
+    d.wait_idle()
+    return time.perf_counter() - t0
+
+
+def search_latency(d: Daemon, queries: list[str]) -> list[float]:
+    out = []
+    for q in queries:
+        t0 = time.perf_counter()
+        d.client.call("search", {"query": q, "top_k": 10})
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--vault", type=Path, default=None)
+    ap.add_argument("--edits", type=int, default=100)
+    ap.add_argument("--burst", type=int, default=500)
+    ap.add_argument("--idle-seconds", type=float, default=30.0)
+    args = ap.parse_args()
+    source = args.vault or corpus("vault", "kepano-obsidian")
+    rng = random.Random(7)
+    queries = ["how to organise daily notes", "templates for meetings", "book reviews",
+               "weekly review", "project planning", "reading list", "recipes", "travel",
+               "writing habits", "bookmarks"] * 5
+    with tempfile.TemporaryDirectory(prefix="ragd-fresh-") as tmp:
+        vault = Path(tmp) / "vault"
+        shutil.copytree(source, vault, ignore=shutil.ignore_patterns(".git"))
+        d = Daemon(vault, Path(tmp) / "home")
+        try:
+            d.wait_idle()
+            cpu0, _ = proc_stat(d.proc.pid)
+            time.sleep(args.idle_seconds)  # measuring idle cost: nothing to wait for
+            cpu1, idle_rss = proc_stat(d.proc.pid)
+            idle_cpu = (cpu1 - cpu0) / args.idle_seconds * 100
+            lat_idle = search_latency(d, queries)
+            fresh = edits(d, vault, args.edits, rng)
+            # Searches while a burst is being indexed.
+            busy_folder = vault / "Busy"
+            busy_folder.mkdir()
+            for i in range(200):
+                (busy_folder / f"busy {i}.md").write_text(
+                    f"# Busy {i}\n\n" + "Filler sentence about gardens. " * 40, encoding="utf-8")
+            while d.client.call("status")["indexing"]["remaining"] == 0:
+                time.sleep(0.02)
+            lat_busy = search_latency(d, queries)
+            busy_remaining = d.client.call("status")["indexing"]["remaining"]
+            d.wait_idle()
+            burst_s = burst(d, vault, args.burst)
+        finally:
+            d.stop()
+    rows = [
+        ["save to searchable p50 (s)", pct(fresh, 50), f"{len(fresh)} edits, one at a time"],
+        ["save to searchable p95 (s)", pct(fresh, 95), ""],
+        ["save to searchable max (s)", max(fresh), ""],
+        [f"burst of {args.burst} files (s)", burst_s, "written at once, until all searchable"],
+        ["search idle p50 (ms)", pct(lat_idle, 50), f"{len(lat_idle)} queries, socket"],
+        ["search idle p95 (ms)", pct(lat_idle, 95), ""],
+        ["search while indexing p50 (ms)", pct(lat_busy, 50),
+         f"{busy_remaining} sources still queued after"],
+        ["search while indexing p95 (ms)", pct(lat_busy, 95), ""],
+        ["idle CPU (% of one core)", idle_cpu, f"over {args.idle_seconds:.0f} s"],
+        ["idle RSS (MB)", idle_rss, ""],
+    ]
+    print(table(f"freshness: {source.name}", rows, ["measure", "value", "note"]))
+    out = write_json("freshness", {
+        "vault": str(source), "save_to_searchable_s": {
+            "p50": pct(fresh, 50), "p95": pct(fresh, 95), "max": max(fresh), "n": len(fresh)},
+        "burst": {"files": args.burst, "seconds": burst_s},
+        "search_ms": {"idle": {"p50": pct(lat_idle, 50), "p95": pct(lat_idle, 95)},
+                      "indexing": {"p50": pct(lat_busy, 50), "p95": pct(lat_busy, 95)}},
+        "idle": {"cpu_percent": idle_cpu, "rss_mb": idle_rss, "seconds": args.idle_seconds}})
+    bar_plot("freshness", "save to searchable (s)", ["p50", "p95", "max"],
+             [pct(fresh, 50), pct(fresh, 95), max(fresh)], "seconds")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

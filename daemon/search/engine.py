@@ -113,7 +113,7 @@ class SearchEngine:
         if filters.active:
             where, args = to_sql(filters)
             allowed = self.catalog.filter_chunk_ids(where, args)
-        vec = self.embedder.embed([query])[0]
+        vec = self.embedder.embed_query(query)
         return [cid for cid, _ in self.faiss.search(vec, k, allowed)]
 
     def exact_leg(self, query: str, k: int, filters: Filters) -> list[int]:

@@ -49,20 +49,25 @@ def rejects(client: FakeClient, method: str) -> Any:
     raise InvalidArgument("top_k", "too big", "smaller")
 
 
+class Opened(list[FakeClient]):
+    """Every client the link opened; each new one behaves as the next item of ``plan`` says."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plan: list[Callable[[FakeClient, str], Any]] = []
+
+
 @pytest.fixture
-def opened(monkeypatch: pytest.MonkeyPatch) -> list[FakeClient]:
-    """Every client the link opens, each behaving as the next item of ``plan`` says."""
-    made: list[FakeClient] = []
-    plan: list[Callable[[FakeClient, str], Any]] = []
+def opened(monkeypatch: pytest.MonkeyPatch) -> Opened:
+    made = Opened()
 
     def fake_connect(paths: Any, **kwargs: Any) -> FakeClient:
         assert kwargs["start"] is True  # the bridge always starts a daemon when none answers
-        client = FakeClient(plan.pop(0) if plan else answers)
+        client = FakeClient(made.plan.pop(0) if made.plan else answers)
         made.append(client)
         return client
 
     monkeypatch.setattr(link_module, "connect", fake_connect)
-    made.plan = plan  # type: ignore[attr-defined]
     return made
 
 
@@ -71,7 +76,7 @@ def new_link(tmp_path: Path) -> DaemonLink:
 
 
 def test_connections_are_reused_after_answers_and_daemon_errors(
-        opened: list[FakeClient], tmp_path: Path) -> None:
+        opened: Opened, tmp_path: Path) -> None:
     link = new_link(tmp_path)
     assert link.call("status", {}, 1) == {"method": "status"}
     assert link.call("search", {}, 1) == {"method": "search"}
@@ -83,7 +88,7 @@ def test_connections_are_reused_after_answers_and_daemon_errors(
 
 
 def test_a_dead_daemon_is_replaced_and_the_call_retried_once(
-        opened: list[FakeClient], tmp_path: Path) -> None:
+        opened: Opened, tmp_path: Path) -> None:
     link = new_link(tmp_path)
     link.call("status", {}, 1)
     opened[0].behaviour = dies
@@ -91,14 +96,14 @@ def test_a_dead_daemon_is_replaced_and_the_call_retried_once(
     assert len(opened) == 2 and opened[0].closed and not opened[1].closed
 
     opened[1].behaviour = dies
-    opened.plan.append(dies)  # type: ignore[attr-defined]
+    opened.plan.append(dies)
     with pytest.raises(DaemonUnavailable) as caught:
         link.call("search", {}, 1)
     assert "closed the connection" in caught.value.message and len(opened) == 3
 
 
 def test_a_timeout_is_not_retried_and_its_connection_not_reused(
-        opened: list[FakeClient], tmp_path: Path) -> None:
+        opened: Opened, tmp_path: Path) -> None:
     link = new_link(tmp_path)
     link.call("status", {}, 1)
     opened[0].behaviour = times_out
@@ -110,7 +115,7 @@ def test_a_timeout_is_not_retried_and_its_connection_not_reused(
 
 
 def test_concurrent_calls_get_connections_of_their_own(
-        opened: list[FakeClient], tmp_path: Path) -> None:
+        opened: Opened, tmp_path: Path) -> None:
     link = new_link(tmp_path)
     gate, inside = threading.Event(), threading.Event()
 
@@ -119,7 +124,7 @@ def test_concurrent_calls_get_connections_of_their_own(
         assert gate.wait(10)
         return "indexed"
 
-    opened.plan.append(slow)  # type: ignore[attr-defined]
+    opened.plan.append(slow)
     worker = threading.Thread(target=link.call, args=("index", {}, 10))
     worker.start()
     assert inside.wait(10)
@@ -129,7 +134,7 @@ def test_concurrent_calls_get_connections_of_their_own(
     assert len(opened) == 2
 
 
-def test_close_wakes_calls_in_flight(opened: list[FakeClient], tmp_path: Path) -> None:
+def test_close_wakes_calls_in_flight(opened: Opened, tmp_path: Path) -> None:
     link = new_link(tmp_path)
     released = threading.Event()
 
@@ -139,7 +144,7 @@ def test_close_wakes_calls_in_flight(opened: list[FakeClient], tmp_path: Path) -
             dies(client, method)
         return "late"
 
-    opened.plan.append(blocks)  # type: ignore[attr-defined]
+    opened.plan.append(blocks)
     errors: list[BaseException] = []
 
     def run() -> None:

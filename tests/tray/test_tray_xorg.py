@@ -104,7 +104,7 @@ def test_real_icon_follows_and_drives_the_daemon(
     try:
         wait_for(lambda: app.icon is not None and tray_host.docked, 30, "the icon to dock")
         icon = app.icon
-        view = app.wait_for_view(lambda v: v.state == "idle" and len(v.menu) > 8, 30)
+        app.wait_for_view(lambda v: v.state == "idle" and len(v.menu) > 8, 30)
 
         # Idle: the image, the tooltip and the screen agree.
         assert icon.title.startswith("ragd: Idle: 8 sources indexed"), icon.title

@@ -1,0 +1,411 @@
+"""`ragd-mcp` as clients meet it: the SDK's own ClientSession over stdio, a real daemon.
+
+Most tests share one daemon over a generated vault (module scope); the lifecycle tests start
+their own, or let the bridge start one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+import mcp.types as types
+import pytest
+from daemon_proc import DaemonProc, wait_for
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from vault_fixtures import write_vault
+
+from daemon.errors import DaemonUnavailable
+from daemon.ipc.discovery import find_daemon
+from daemon.launch import connect
+from daemon.paths import resolve_paths
+from mcp_bridge.tools import RESULT_FIELDS, TOOLS
+
+pytestmark = pytest.mark.slow
+
+BRIDGE = Path(sys.executable).parent / "ragd-mcp"
+PARAMS = {"rag_search": ["query", "collection", "top_k", "source_type", "date_from", "date_to",
+                         "sender", "author"],
+          "rag_list_collections": [], "rag_collection_info": ["collection"],
+          "rag_index": ["collection", "path"]}
+
+
+@dataclass
+class Shared:
+    home: Path
+    vault: Path
+    daemon: DaemonProc
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    root = tmp_path_factory.mktemp("mcp-shared")
+    vault = write_vault(root / "vault")
+    daemon = DaemonProc(root / "home", vault, root / "daemon.log").start()
+    try:
+        daemon.wait_idle()
+        yield Shared(root / "home", vault, daemon)
+    finally:
+        daemon.stop()
+
+
+@pytest.fixture
+def errlog(tmp_path: Path) -> Iterator[TextIO]:
+    """The bridge's stderr; printed when a test fails, checked for tracebacks."""
+    path = tmp_path / "bridge.log"
+    with open(path, "w+", encoding="utf-8") as log:
+        yield log
+    text = path.read_text(encoding="utf-8")
+    print(text)
+    assert "Traceback" not in text
+
+
+def bridge_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGD_")}
+    return {**env, "RAGD_HOME": str(home), "HF_HUB_OFFLINE": "1",
+            "RAGD_DAEMON_DEBOUNCE_MS": "150", **extra}
+
+
+@asynccontextmanager
+async def bridge(home: Path, errlog: TextIO, **env: str) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(command=str(BRIDGE), env=bridge_env(home, **env))
+    async with stdio_client(params, errlog=errlog) as (read, write), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+def text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+def ok(result: types.CallToolResult) -> Any:
+    """The structured answer of a successful call (the list itself for list tools)."""
+    assert not result.isError, text(result)
+    assert result.structuredContent is not None
+    value = result.structuredContent.get("result", result.structuredContent)
+    assert json.loads(text(result)) == value  # the text block is the same JSON
+    return value
+
+
+def titles(answer: dict[str, Any]) -> set[str]:
+    return {r["title"] for r in answer["results"]}
+
+
+def stop_daemon(home: Path) -> None:
+    paths = resolve_paths({"RAGD_HOME": str(home)})
+    try:
+        with connect(paths) as client:
+            client.call("shutdown", timeout=10)
+    except DaemonUnavailable:
+        return
+    wait_for(lambda: find_daemon(paths) is None, 60, "the daemon to stop")
+
+
+# -- the handshake and the tool list ------------------------------------------------------------
+def test_tools_and_their_schemas_match_the_reference(shared: Shared, errlog: TextIO) -> None:
+    async def run() -> list[types.Tool]:
+        async with bridge(shared.home, errlog) as session:
+            return (await session.list_tools()).tools
+
+    tools = anyio.run(run)
+    assert [t.name for t in tools] == list(PARAMS)  # no rag_convert, no rag_doc_store_info
+    specs = {spec.name: spec for spec in TOOLS}
+    for tool in tools:
+        assert list(tool.inputSchema["properties"]) == PARAMS[tool.name]
+        assert tool.inputSchema == specs[tool.name].input_schema
+        assert tool.outputSchema == specs[tool.name].output_schema
+        assert tool.description
+    search = tools[0].inputSchema["properties"]
+    assert tools[0].inputSchema["required"] == ["query"]
+    assert search["top_k"]["type"] == "integer" and search["top_k"]["default"] == 10
+    for name in PARAMS["rag_search"][1:]:
+        if name != "top_k":
+            assert search[name]["default"] is None
+            assert {t["type"] for t in search[name]["anyOf"]} == {"string", "null"}
+    assert tools[2].inputSchema["required"] == ["collection"]
+    assert tools[3].inputSchema["required"] == ["collection"]
+
+
+@pytest.mark.parametrize(("toolsets", "expected"), [
+    ("search", ["rag_search", "rag_list_collections", "rag_collection_info"]),
+    ("index", ["rag_index"]),
+    ("index,nonsense", ["rag_index"]),
+])
+def test_toolsets_restrict_the_tool_list(shared: Shared, errlog: TextIO, toolsets: str,
+                                         expected: list[str]) -> None:
+    async def run() -> list[str]:
+        async with bridge(shared.home, errlog, RAGD_MCP_TOOLSETS=toolsets) as session:
+            return [t.name for t in (await session.list_tools()).tools]
+
+    assert anyio.run(run) == expected
+    errlog.seek(0)
+    assert ("unknown MCP toolset 'nonsense'" in errlog.read()) == ("nonsense" in toolsets)
+
+
+# -- search -------------------------------------------------------------------------------------
+def test_search_results_and_every_filter(shared: Shared, errlog: TextIO) -> None:
+    async def run() -> dict[str, Any]:
+        async with bridge(shared.home, errlog) as session:
+            async def search(**args: Any) -> Any:
+                return ok(await session.call_tool("rag_search", args))
+
+            broad = "levain flour telescope jupiter chain tomatoes"
+            return {
+                "plain": await search(query="xylofrabic handshake", top_k=3),
+                "by_name": await search(query=broad, collection="obsidian"),
+                "by_type": await search(query=broad, collection="system"),
+                "no_code": await search(query=broad, collection="code"),
+                "markdown": await search(query=broad, source_type="markdown"),
+                "email": await search(query=broad, source_type="email"),
+                "from": await search(query=broad, date_from="2024-01-01"),
+                "to": await search(query=broad, date_to="2023-12-31"),
+                "2024": await search(query=broad, date_from="2024-01-01",
+                                     date_to="2024-12-31"),
+                "range": await search(query=broad, date_from="2023-01-01",
+                                      date_to="2024-12-31"),
+                "sender": await search(query=broad, sender="alice@example.org"),
+                "author": await search(query=broad, author="Tolkien"),
+                "top_1": await search(query=broad, top_k=1),
+            }
+
+    answers = anyio.run(run)
+    plain = answers["plain"]
+    assert plain["results"][0]["title"] == "Xylofrabic protocol"
+    assert len(plain["results"]) <= 3
+    for answer in answers.values():
+        assert set(answer) == {"results", "indexing"}
+        assert answer["indexing"] in (None, {"active": False, "remaining": 0})
+        for r in answer["results"]:
+            assert list(r) == list(RESULT_FIELDS)
+            assert isinstance(r["title"], str) and r["title"]
+            assert isinstance(r["content"], str) and r["content"]
+            assert r["collection"] == "obsidian" and r["source_type"] == "markdown"
+            assert Path(r["source_path"]).is_file()
+            assert r["source_uri"].startswith("obsidian://")
+            assert 0 <= r["score"] <= 1
+            assert isinstance(r["metadata"]["tags"], list)
+            assert isinstance(r["metadata"]["heading_path"], list)
+    assert len(answers["by_name"]["results"]) >= 3
+    assert titles(answers["by_type"]) == titles(answers["by_name"])
+    assert answers["no_code"]["results"] == []
+    assert titles(answers["markdown"]) == titles(answers["by_name"])
+    assert answers["email"]["results"] == []
+    # Dated in their front matter: Levain care 2024-03-02, Observing Jupiter 2023-07-15; the
+    # other notes are dated by their files' modification day (today).
+    assert "Levain care" in titles(answers["from"])
+    assert "Observing Jupiter" not in titles(answers["from"])
+    assert titles(answers["to"]) == {"Observing Jupiter"}
+    assert titles(answers["2024"]) == {"Levain care"}
+    assert titles(answers["range"]) == {"Levain care", "Observing Jupiter"}
+    assert answers["sender"]["results"] == [] and answers["author"]["results"] == []
+    assert len(answers["top_1"]["results"]) == 1
+
+
+def test_invalid_arguments_are_tool_errors_naming_the_parameter(
+        shared: Shared, errlog: TextIO, tmp_path: Path) -> None:
+    a_file = tmp_path / "note.md"
+    a_file.write_text("# Note\n", encoding="utf-8")
+    cases = [
+        ("rag_search", {"query": "x", "top_k": 0}, "top_k"),
+        ("rag_search", {"query": "x", "top_k": 1000}, "top_k"),
+        ("rag_search", {"query": "x", "date_from": "March 2024"}, "date_from"),
+        ("rag_search", {"query": "x", "date_to": "2024-02-31"}, "date_to"),
+        ("rag_search", {"query": "x", "collection": "no-such-collection"}, "collection"),
+        ("rag_search", {"top_k": 3}, "query"),
+        ("rag_collection_info", {"collection": "no-such-collection"}, "collection"),
+        ("rag_index", {"collection": "new-project", "path": str(tmp_path / "missing")}, "path"),
+        ("rag_index", {"collection": "new-project", "path": str(a_file)}, "path"),
+        ("rag_index", {"collection": "no-such-collection"}, "collection"),
+        ("rag_index", {"collection": "obsidian", "path": str(tmp_path)}, "collection"),
+    ]
+
+    async def run() -> list[types.CallToolResult]:
+        async with bridge(shared.home, errlog) as session:
+            return [await session.call_tool(tool, args) for tool, args, _ in cases]
+
+    for (tool, args, param), result in zip(cases, anyio.run(run), strict=True):
+        message = text(result)
+        assert result.isError, (tool, args)
+        assert f"`{param}`" in message and "Fix:" in message, message
+        assert "Traceback" not in message
+    assert not (tmp_path / "missing").exists()
+
+
+# -- indexing -----------------------------------------------------------------------------------
+def test_rag_index_creates_a_project_that_is_listed_and_searchable(
+        shared: Shared, errlog: TextIO, tmp_path: Path) -> None:
+    folder = tmp_path / "field notes"
+    folder.mkdir()
+    for name, body in [("Quokka census", "Counted forty quokkas near the ferry landing."),
+                       ("Tern colony", "The tern colony nests on the gravel spit."),
+                       ("Tide pools", "Anemones and a single quokka-shaped rock.")]:
+        (folder / f"{name}.md").write_text(f"# {name}\n\n{body}\n", encoding="utf-8")
+
+    async def run() -> dict[str, Any]:
+        async with bridge(shared.home, errlog) as session:
+            out = {"index": ok(await session.call_tool(
+                "rag_index", {"collection": "field-notes", "path": str(folder)}))}
+            out["list"] = ok(await session.call_tool("rag_list_collections", {}))
+            out["info"] = ok(await session.call_tool("rag_collection_info",
+                                                     {"collection": "field-notes"}))
+            for key, coll in [("mine", "field-notes"), ("projects", "project"),
+                              ("vault", "obsidian")]:
+                out[key] = ok(await session.call_tool(
+                    "rag_search", {"query": "quokka", "collection": coll}))
+            out["again"] = ok(await session.call_tool("rag_index",
+                                                      {"collection": "field-notes"}))
+            return out
+
+    out = anyio.run(run)
+    assert out["index"] == {"collection": "field-notes", "indexed": 3, "skipped": 0,
+                            "errors": 0, "total_found": 3}
+    listed = {c["name"]: c for c in out["list"]}
+    assert listed["field-notes"]["type"] == "project"
+    assert listed["field-notes"]["source_count"] == 3
+    assert set(listed["field-notes"]) == {"name", "type", "description", "source_count",
+                                          "chunk_count", "last_indexed", "created_at"}
+    assert out["info"]["source_types"] == ["markdown"]
+    assert set(out["info"]["sample_titles"]) == {"Quokka census", "Tern colony", "Tide pools"}
+    assert titles(out["mine"]) >= {"Quokka census"}
+    assert {r["collection"] for r in out["mine"]["results"]} == {"field-notes"}
+    assert "Quokka census" in titles(out["projects"])
+    assert {r["collection"] for r in out["vault"]["results"]} <= {"obsidian"}
+    assert out["again"] == {"collection": "field-notes", "indexed": 0, "skipped": 0,
+                            "errors": 0, "total_found": 3}
+
+
+def test_partial_results_while_a_large_index_runs_and_the_handshake_stays_fast(
+        shared: Shared, errlog: TextIO, tmp_path: Path) -> None:
+    folder = tmp_path / "bulk"
+    folder.mkdir()
+    for n in range(300):
+        (folder / f"Bulk note {n:03}.md").write_text(
+            f"# Bulk note {n}\n\nMarsupial survey entry {n}: wombat burrows counted along "
+            f"transect {n % 17}, weather mild.\n", encoding="utf-8")
+    progress: list[float] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append(done)
+
+    async def run() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with bridge(shared.home, errlog) as session:
+            async def index() -> None:
+                out["index"] = await session.call_tool(
+                    "rag_index", {"collection": "bulk", "path": str(folder)},
+                    read_timeout_seconds=timedelta(seconds=500), progress_callback=on_progress)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(index)
+                with anyio.fail_after(120):
+                    while True:
+                        # No collection filter: "bulk" may not exist yet.
+                        answer = ok(await session.call_tool(
+                            "rag_search", {"query": "wombat burrows"}))
+                        if answer["indexing"] and answer["indexing"]["remaining"] > 0:
+                            out["busy"] = answer
+                            break
+                        await anyio.sleep(0.05)
+                # While the daemon is busy: a tools/list round trip, and a whole new bridge's
+                # cold start (spawn, SDK import, initialize, tools/list).
+                t0 = time.perf_counter()
+                await session.list_tools()
+                out["list_s"] = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                async with bridge(shared.home, errlog) as second:
+                    await second.list_tools()
+                    out["cold_s"] = time.perf_counter() - t0
+            out["after"] = ok(await session.call_tool(
+                "rag_search", {"query": "wombat burrows", "collection": "bulk"}))
+        return out
+
+    out = anyio.run(run)
+    print(f"while indexing: tools/list {out['list_s'] * 1000:.1f} ms; a new bridge's "
+          f"spawn + initialize + tools/list {out['cold_s']:.2f} s")
+    assert out["busy"]["indexing"]["active"] is True
+    assert out["list_s"] < 0.5
+    assert out["cold_s"] < 3.0
+    assert ok(out["index"]) == {"collection": "bulk", "indexed": 300, "skipped": 0,
+                                "errors": 0, "total_found": 300}
+    assert progress and progress == sorted(progress) and len(set(progress)) == len(progress)
+    assert out["after"]["indexing"] in (None, {"active": False, "remaining": 0})
+    assert len(out["after"]["results"]) == 10
+
+
+# -- the daemon's lifecycle -----------------------------------------------------------------------
+def test_first_call_starts_the_daemon_and_a_killed_one_is_replaced(
+        ragd_home: Path, errlog: TextIO, tmp_path: Path) -> None:
+    vault = write_vault(tmp_path / "vault")
+    paths = resolve_paths({"RAGD_HOME": str(ragd_home)})
+    assert find_daemon(paths) is None
+
+    async def run() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        t0 = time.perf_counter()
+        async with bridge(ragd_home, errlog, RAGD_OBSIDIAN_VAULTS=str(vault)) as session:
+            await session.list_tools()
+            out["handshake_s"] = time.perf_counter() - t0
+            out["first"] = await session.call_tool("rag_list_collections", {})
+            with connect(paths) as client:
+                out["pid"] = client.call("status")["pid"]
+            os.kill(out["pid"], signal.SIGKILL)
+            wait_for(lambda: find_daemon(paths) is None, 30, "the killed daemon to be gone")
+            out["after_kill"] = await session.call_tool("rag_list_collections", {})
+            if find_daemon(paths) is not None:
+                with connect(paths) as client:
+                    out["new_pid"] = client.call("status")["pid"]
+        return out
+
+    try:
+        out = anyio.run(run)
+    finally:
+        stop_daemon(ragd_home)
+    print(f"handshake while the bridge started a daemon: {out['handshake_s']:.2f} s")
+    assert out["handshake_s"] < 3.0
+    assert [c["name"] for c in ok(out["first"])] == ["obsidian"]
+    after = out["after_kill"]
+    if after.isError:  # allowed: a clear error, not a hang or a traceback
+        assert "daemon" in text(after) and "What to do" in text(after)
+    else:
+        assert [c["name"] for c in ok(after)] == ["obsidian"]
+        assert out["new_pid"] != out["pid"]  # a new daemon, started by the bridge
+
+
+def test_a_daemon_that_cannot_start_gives_a_clear_tool_error(
+        ragd_home: Path, errlog: TextIO) -> None:
+    config = ragd_home / "config" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("[search]\nrrf_k = 0\n", encoding="utf-8")  # out of range: no daemon
+
+    async def run() -> tuple[list[str], types.CallToolResult, float]:
+        async with bridge(ragd_home, errlog) as session:
+            tools = [t.name for t in (await session.list_tools()).tools]
+            t0 = time.perf_counter()
+            result = await session.call_tool("rag_search", {"query": "levain"})
+            return tools, result, time.perf_counter() - t0
+
+    try:
+        tools, result, seconds = anyio.run(run)
+    finally:
+        with suppress(Exception):
+            stop_daemon(ragd_home)
+    assert tools == list(PARAMS)  # the bridge still answers, with the default toolsets
+    assert result.isError
+    message = text(result)
+    assert "could not reach ragd's background service" in message
+    assert "exited at start-up" in message and "What to do:" in message
+    assert seconds < 30

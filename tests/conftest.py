@@ -40,3 +40,15 @@ def real_embedder() -> Iterator[object]:
     emb = SentenceTransformerEmbedder()
     emb.warm_up()
     yield emb
+
+
+@pytest.fixture(autouse=True)
+def no_daemon_left_behind() -> Iterator[None]:
+    """Whatever a test does (or fails to do), no daemon it started outlives it."""
+    yield
+    import daemon_proc
+
+    while daemon_proc.STARTED:
+        d = daemon_proc.STARTED.pop()
+        if d.proc is not None and d.proc.poll() is None:
+            d.kill9()

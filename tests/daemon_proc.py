@@ -33,6 +33,9 @@ def wait_for(fn: Callable[[], T], timeout: float, what: str, interval: float = 0
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
+STARTED: list[DaemonProc] = []  # conftest kills what a failed test left running
+
+
 class DaemonProc:
     """A daemon subprocess bound to this test's RAGD_HOME."""
 
@@ -49,6 +52,7 @@ class DaemonProc:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(args, env=env, stdout=log, stderr=log,
                                          start_new_session=True)
+        STARTED.append(self)
         wait_for(lambda: find_daemon(resolve_paths({"RAGD_HOME": str(self.home)})), 30,
                  "the daemon socket")
         return self

@@ -27,16 +27,33 @@ def run_checks() -> list[dict[str, Any]]:
         checks.append(_check("config", "ok", str(paths.config_file)))
     except RagdError as exc:
         return checks + [_check("config", "fail", exc.message, exc.hint)]
-    checks += _vault_checks(config)
+    checks += _vault_checks(config, paths)
     checks += _model_checks(config)
     checks += _index_checks(paths, config)
     return checks
 
 
-def _vault_checks(config: Any) -> list[dict[str, Any]]:
+def _indexed_vaults(paths: Any) -> list[Path]:
+    """The vaults the catalog already indexes (they stay in use until configured otherwise)."""
+    import sqlite3
+
+    if not Path(paths.catalog_path).exists():
+        return []
+    db = sqlite3.connect(f"file:{paths.catalog_path}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT root FROM collections WHERE kind='vault' ORDER BY id").fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        db.close()
+    return [Path(r[0]) for r in rows]
+
+
+def _vault_checks(config: Any, paths: Any) -> list[dict[str, Any]]:
     from daemon.app import vault_roots
 
-    roots = vault_roots(config)
+    roots = ([Path(v).expanduser() for v in config.obsidian.vaults]
+             or _indexed_vaults(paths) or vault_roots(config))
     if not roots:
         return [_check("vault", "warn", "no vault configured and none found in obsidian.json",
                        "run `ragd index /path/to/vault` or set [obsidian] vaults in config.toml")]

@@ -114,6 +114,11 @@ class SentenceTransformerEmbedder:
             if self._model is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                # Our own progress bar is the one a user should see, not the weight loader's.
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
                 import torch
                 from sentence_transformers import SentenceTransformer
 

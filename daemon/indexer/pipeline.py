@@ -64,6 +64,7 @@ class IndexReport:
     warnings: list[tuple[str, str]] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)
     planned: int = 0  # sources this pass reads (new + modified)
+    processed: int = 0  # of those, read so far (indexed, skipped or failed)
     seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
 
@@ -153,7 +154,7 @@ class Indexer:
                 report.skipped[row["skip_code"]] = report.skipped.get(row["skip_code"], 0) + 1
             report.warnings.extend((row["path"], w) for w in row["warnings"].split(",") if w)
         report.seconds = time.perf_counter() - started
-        self.on_progress(Progress(coll.name, "done", report.indexed, len(plan.to_read),
+        self.on_progress(Progress(coll.name, "done", report.processed, report.planned,
                                   report.embedded))
         return report
 
@@ -186,6 +187,7 @@ class Indexer:
             if self.should_stop():
                 break
             parsed = self._read(coll, kind, root, f, report)
+            report.processed += 1
             if parsed is not None:
                 group.append(parsed)
                 pending_chunks += len(parsed.update.chunks) if parsed.update else 0
@@ -278,8 +280,8 @@ class Indexer:
             self.catalog.store_vectors(fp, dict(zip(part, mat, strict=True)))
             report.add_stage("commit", time.perf_counter() - t0)
             report.embedded += len(part)
-            self.on_progress(Progress(coll.name, "index", report.indexed, report.planned,
-                                      report.embedded))
+            self.on_progress(Progress(coll.name, "index", report.processed - len(group),
+                                      report.planned, report.embedded))
         t0 = time.perf_counter()
         written, deleted = self.catalog.commit_sources(coll.id, updates, fp, {})
         report.add_stage("commit", time.perf_counter() - t0)

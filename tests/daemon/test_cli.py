@@ -40,7 +40,7 @@ def _bad_vault(root: Path) -> Path:
 
 
 def _run(args: list[str], home: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "RAGD_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "RAGD_HOME": str(home), "HF_HUB_OFFLINE": "1", "RAGD_PROGRESS": "1"}
     prefix = DROP_ROOT_READ if os.geteuid() == 0 else []
     return subprocess.run([*prefix, RAGD, *args], env=env, capture_output=True, text=True,
                           timeout=300, check=False)
@@ -61,6 +61,7 @@ def test_bad_input_is_indexed_or_skipped_with_a_code(tmp_path: Path) -> None:
     assert warnings == {("Bad yaml.md", "bad_frontmatter"), ("Latin1.md", "invalid_utf8")}
     assert report["indexed"] == 4 and report["errors"] == []
     assert out["consistency"]["ok"]
+    assert "indexing obsidian" in proc.stderr and "8/8" in proc.stderr  # the progress bar
 
     # The human summary names each skipped file with its code.
     proc = _run(["index", str(vault)], home)
@@ -75,6 +76,13 @@ def test_bad_input_is_indexed_or_skipped_with_a_code(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr
         results = json.loads(proc.stdout)["results"]
         assert results and results[0]["title"] in (title, Path(results[0]["source_path"]).stem)
+
+    proc = _run(["doctor", "--json"], home)
+    checks = {c["name"]: c for c in json.loads(proc.stdout)}
+    assert proc.returncode == 0, proc.stdout
+    assert checks["model"]["status"] == "ok" and "384 dimensions" in checks["model"]["detail"]
+    assert checks["indexes"]["status"] == "ok" and checks["vault"]["status"] == "ok"
+    assert "4 sources" in checks["collection obsidian"]["detail"]
 
 
 def test_errors_print_a_hint_and_exit_non_zero(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -81,7 +81,7 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self.threads = threads or default_threads()
         self.device = device
-        self._model = None
+        self._model: Any = None
         self._lock = threading.Lock()
         self._counter: Callable[[Sequence[str]], list[int]] | None = None
         self._dimension: int | None = None
@@ -109,7 +109,7 @@ class SentenceTransformerEmbedder:
         if (path / "tokenizer.json").is_file():
             self._counter = tokenizer_counter(path / "tokenizer.json")
 
-    def _load(self):  # type: ignore[no-untyped-def]
+    def _load(self) -> Any:
         with self._lock:
             if self._model is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -126,9 +126,11 @@ class SentenceTransformerEmbedder:
                 self._local.single = False
                 log.info("loading embedding model %s (%d threads)", self.model_path, self.threads)
                 model = SentenceTransformer(self.model_path, device=self.device)
-                dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+                # ST 6 renamed get_sentence_embedding_dimension; accept either name.
+                dim: Any = (getattr(model, "get_embedding_dimension", None)
+                            or model.get_sentence_embedding_dimension)
                 self._dimension = int(dim() or 0)
-                self._max_tokens = int(model.max_seq_length)
+                self._max_tokens = int(model.max_seq_length or 0)
                 if self._counter is None:
                     tok = model.tokenizer
 

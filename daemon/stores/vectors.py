@@ -12,6 +12,7 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +32,7 @@ class FaissStore:
         self._faiss = faiss
         # One query at a time is ~3x faster single-threaded on small machines (FIELD-NOTES).
         faiss.omp_set_num_threads(1)
+        self._index: Any
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self.dimension = dimension
@@ -52,7 +54,7 @@ class FaissStore:
             self._mark = self._saved = 0
         self._dirty = False
 
-    def _empty(self):  # type: ignore[no-untyped-def]
+    def _empty(self) -> Any:
         return self._faiss.IndexIDMap2(self._faiss.IndexFlatIP(self.dimension))
 
     @property

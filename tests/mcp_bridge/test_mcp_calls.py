@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import jsonschema
 import mcp.types as types
 import pytest
 from mcp.shared.memory import create_connected_server_and_client_session
@@ -87,8 +88,9 @@ def test_calls_map_to_daemon_methods_and_results_keep_the_reference_fields() -> 
     ])
     assert [t.name for t in listed] == [t.name for t in TOOLS]
     assert all(not r.isError for r in results)
+    for spec, result in zip(TOOLS, results, strict=True):
+        jsonschema.validate(result.structuredContent, spec.output_schema)
     search, listing, info, index = results
-    # The SDK client validated each structuredContent against the tool's outputSchema.
     assert search.structuredContent == {
         "results": [{k: v for k, v in RESULT.items() if k != "rank"}],
         "indexing": {"active": True, "remaining": 3}}

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
+import jsonschema
 import mcp.types as types
 import pytest
 from daemon_proc import DaemonProc, wait_for
@@ -92,10 +93,19 @@ def text(result: types.CallToolResult) -> str:
     return block.text
 
 
+def output_schema(structured: dict[str, Any]) -> dict[str, Any]:
+    """The tool's result schema, told apart by the result's keys."""
+    name = ("rag_search" if "results" in structured else "rag_list_collections"
+            if "result" in structured else "rag_collection_info"
+            if "sample_titles" in structured else "rag_index")
+    return next(spec.output_schema for spec in TOOLS if spec.name == name)
+
+
 def ok(result: types.CallToolResult) -> Any:
     """The structured answer of a successful call (the list itself for list tools)."""
     assert not result.isError, text(result)
     assert result.structuredContent is not None
+    jsonschema.validate(result.structuredContent, output_schema(result.structuredContent))
     value = result.structuredContent.get("result", result.structuredContent)
     assert json.loads(text(result)) == value  # the text block is the same JSON
     return value
@@ -127,7 +137,7 @@ def test_tools_and_their_schemas_match_the_reference(shared: Shared, errlog: Tex
     for tool in tools:
         assert list(tool.inputSchema["properties"]) == PARAMS[tool.name]
         assert tool.inputSchema == specs[tool.name].input_schema
-        assert tool.outputSchema == specs[tool.name].output_schema
+        assert tool.outputSchema is None  # see mcp_bridge.server.mcp_tool: too dear per call
         assert tool.description
     search = tools[0].inputSchema["properties"]
     assert tools[0].inputSchema["required"] == ["query"]

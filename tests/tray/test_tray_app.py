@@ -188,7 +188,7 @@ def test_starts_the_daemon_follows_a_restart_and_stops_it(
     assert find_daemon(resolve_paths()) is None
     app = TrayApp(resolve_paths(), start_daemon=True, poll_interval=1.0,
                   autostart=offline_autostart(tmp_path), opener=lambda p: None)
-    titles: list[str] = []
+    titles: list[str] = [app.view.title]
     app.listeners.append(lambda v: titles.append(v.title))
     app.start_background()
     second: DaemonProc | None = None

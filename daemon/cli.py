@@ -203,6 +203,9 @@ def cmd_index(args: argparse.Namespace) -> int:
             raise ConfigError("no vault found to index",
                               "pass its folder: `ragd index ~/path/to/vault`, or set "
                               "[obsidian] vaults in " + str(app.paths.config_file))
+        if app.reembed_needed:
+            print("The embedding model or chunker changed: every source is re-chunked and "
+                  "re-embedded once (the old vectors are not mixed in).", file=sys.stderr)
         reports = app.sync_all(names)
         bar.close()
         consistency = app.consistency()

@@ -321,6 +321,7 @@ class Daemon:
                       "data": str(self.paths.data_dir)},
             "watching": sorted(self._watcher.watching) if self._watcher else [],
             "fatal": self.fatal, "collections": [],
+            "reembedding": bool(self.app is not None and self.app.reembed_needed),
         }
         p = self.progress
         if p is not None:

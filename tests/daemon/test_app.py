@@ -156,3 +156,27 @@ def test_restart_reopens_the_same_index(vault: Path, real_embedder: Any) -> None
         assert titles(search(b, "telescope")) == first
         assert b.consistency()["ok"]
     assert real_embedder.calls == calls  # reopening embedded nothing
+
+
+def test_changed_model_means_full_visible_reembed(vault: Path, real_embedder: Any,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    from daemon.embedding import SentenceTransformerEmbedder
+
+    paths = resolve_paths()
+    config = load_config(paths, {"obsidian.vaults": [str(vault)]})
+    with App(paths, config, embedder=real_embedder) as a:
+        a.sync_all()
+        chunks = a.consistency()["catalog"]
+    # The same weights under another model id: a different fingerprint, another vector space.
+    other = SentenceTransformerEmbedder(real_embedder.model_path)
+    assert other.fingerprint != real_embedder.fingerprint
+    with caplog.at_level("WARNING"), App(paths, config, embedder=other) as b:
+        assert b.reembed_needed
+        report = b.sync_all()[0]
+        assert report.embedded == chunks and report.indexed == 8
+        assert b.catalog.get_meta("fingerprint") == other.fingerprint
+        assert b.faiss.fingerprint == other.fingerprint and b.consistency()["ok"]
+        assert titles(search(b, "what to bring on a trip"))[0] == "Packing list"
+    assert any("fingerprint changed" in r.getMessage() for r in caplog.records)
+    with App(paths, config, embedder=other) as c:  # and only once
+        assert not c.reembed_needed and c.sync_all()[0].embedded == 0

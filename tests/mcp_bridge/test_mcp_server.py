@@ -36,6 +36,19 @@ from mcp_bridge.tools import RESULT_FIELDS, TOOLS
 pytestmark = pytest.mark.slow
 
 BRIDGE = Path(sys.executable).parent / "ragd-mcp"
+MINIMAL = """
+import anyio
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+server = Server("minimal")
+@server.list_tools()
+async def tools():
+    return []
+async def main():
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+anyio.run(main)
+"""
 PARAMS = {"rag_search": ["query", "collection", "top_k", "source_type", "date_from", "date_to",
                          "sender", "author"],
           "rag_list_collections": [], "rag_collection_info": ["collection"],
@@ -339,16 +352,27 @@ def test_partial_results_while_a_large_index_runs_and_the_handshake_stays_fast(
                 async with bridge(shared.home, errlog) as second:
                     await second.list_tools()
                     out["cold_s"] = time.perf_counter() - t0
+                # The floor under the same load: the SDK's smallest server.
+                floor = StdioServerParameters(command=sys.executable, args=["-c", MINIMAL],
+                                              env=bridge_env(shared.home))
+                t0 = time.perf_counter()
+                async with stdio_client(floor, errlog=errlog) as (read, write), \
+                        ClientSession(read, write) as minimal:
+                    await minimal.initialize()
+                    await minimal.list_tools()
+                    out["floor_s"] = time.perf_counter() - t0
             out["after"] = ok(await session.call_tool(
                 "rag_search", {"query": "wombat burrows", "collection": "bulk"}))
         return out
 
     out = anyio.run(run)
-    print(f"while indexing: tools/list {out['list_s'] * 1000:.1f} ms; a new bridge's "
-          f"spawn + initialize + tools/list {out['cold_s']:.2f} s")
+    print(f"while indexing: tools/list {out['list_s'] * 1000:.1f} ms; spawn + initialize + "
+          f"tools/list: ragd-mcp {out['cold_s']:.2f} s, the SDK's smallest server "
+          f"{out['floor_s']:.2f} s")
     assert out["busy"]["indexing"]["active"] is True
     assert out["list_s"] < 0.5
-    assert out["cold_s"] < 3.0
+    # A loaded machine slows both alike; a bridge that waited for the daemon would not be close.
+    assert out["cold_s"] < max(3.0, 2 * out["floor_s"])
     assert ok(out["index"]) == {"collection": "bulk", "indexed": 300, "skipped": 0,
                                 "errors": 0, "total_found": 300}
     assert progress and progress == sorted(progress) and len(set(progress)) == len(progress)

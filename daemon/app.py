@@ -81,6 +81,7 @@ class App:
                            semantic_weight=s.semantic_weight, exact_weight=s.exact_weight,
                            overfetch=s.overfetch, max_per_source=s.max_per_source),
             indexing)
+        self._reembedded: set[str] = set()
         self.reembed_needed = self._check_fingerprint()
         self.register_system_collections()
         # Replay what a crash left between the catalog commit and the index writes.
@@ -188,16 +189,20 @@ class App:
             raise ConfigError(f"the folder of collection {coll.name!r} does not exist: {root}",
                               "check the path in config.toml, or remount the drive")
         kind = kind_for(coll.kind, self.config.index.exclude)
-        return self.indexer.sync(coll, kind, paths=paths, force=force or self.reembed_needed)
+        reembed = self.reembed_needed and paths is None
+        report = self.indexer.sync(coll, kind, paths=paths, force=force or reembed)
+        if reembed and not self.indexer.should_stop():
+            self._reembedded.add(coll.name)
+            if self._reembedded >= {c.name for c in self.catalog.collections()}:
+                # Every collection is in the new vector space: record it, drop the old one.
+                self.reembed_needed = False
+                self.catalog.set_meta("fingerprint", self.embedder.fingerprint)
+                self.catalog.prune_embeddings(self.embedder.fingerprint)
+        return report
 
     def sync_all(self, names: Sequence[str] | None = None) -> list[IndexReport]:
         colls = [self.collection(n) for n in names] if names else self.catalog.collections()
-        reports = [self.sync_collection(c) for c in colls]
-        if self.reembed_needed and not names:
-            self.reembed_needed = False
-            self.catalog.set_meta("fingerprint", self.embedder.fingerprint)
-            self.catalog.prune_embeddings(self.embedder.fingerprint)
-        return reports
+        return [self.sync_collection(c) for c in colls]
 
     def rebuild(self, which: Sequence[str]) -> dict[str, int]:
         return self.indexer.rebuild(which)

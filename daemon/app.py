@@ -15,7 +15,7 @@ from typing import Any
 from daemon.catalog import Catalog, Collection
 from daemon.config import Config
 from daemon.embedding import Embedder, SentenceTransformerEmbedder
-from daemon.errors import ConfigError, InvalidArgument, NotFound
+from daemon.errors import ConfigError, InvalidArgument
 from daemon.indexer.pipeline import Indexer, IndexReport, Progress
 from daemon.paths import Paths
 from daemon.search.engine import SearchEngine, SearchSettings
@@ -176,9 +176,10 @@ class App:
     def collection(self, name: str) -> Collection:
         coll = self.catalog.collection(name)
         if coll is None:
-            known = ", ".join(c.name for c in self.catalog.collections()) or "none"
-            raise NotFound(f"unknown collection {name!r}",
-                           f"known collections: {known}; pass a path to create a project")
+            known = ", ".join(c.name for c in self.catalog.collections()) or "none yet"
+            raise InvalidArgument("collection", f"unknown collection {name!r}",
+                                  f"known collections: {known} (rag_list_collections lists "
+                                  "them); to index a new folder, give rag_index a path too")
         return coll
 
     # -- indexing -----------------------------------------------------------------------------

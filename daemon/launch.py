@@ -17,6 +17,7 @@ from daemon.ipc.discovery import find_daemon, read_status
 from daemon.paths import Paths, resolve_paths
 
 START_TIMEOUT_S = 30.0
+RACE_GRACE_S = 5.0
 
 
 def daemon_command(extra: Sequence[str] = ()) -> list[str]:
@@ -54,9 +55,15 @@ def connect(paths: Paths | None = None, *, start: bool = False, client_name: str
                                 "start it with `ragd start` (or `ragd daemon` in a terminal)")
     proc = spawn_daemon(paths)
     deadline = time.monotonic() + timeout
+    exited_at: float | None = None
     last: Exception | None = None
     while time.monotonic() < deadline:
-        if proc.poll() is not None and find_daemon(paths) is None:
+        if proc.poll() is not None and exited_at is None:
+            exited_at = time.monotonic()
+        # Ours may have lost a start race to another client's daemon (it exits on the
+        # instance lock): give the winner a moment to answer before calling it a failure.
+        if exited_at is not None and time.monotonic() - exited_at > RACE_GRACE_S \
+                and find_daemon(paths) is None:
             raise DaemonUnavailable(
                 f"the ragd daemon exited at start-up (code {proc.returncode})",
                 f"run `ragd daemon` in a terminal to see why, or read {paths.log_file}")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
+import daemon_proc
 import jsonschema
 import mcp.types as types
 import pytest
@@ -67,11 +68,15 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
     root = tmp_path_factory.mktemp("mcp-shared")
     vault = write_vault(root / "vault")
     daemon = DaemonProc(root / "home", vault, root / "daemon.log").start()
+    # This fixture stops its daemon at the end of the module, not of the first test: take it
+    # off the list that conftest's no_daemon_left_behind empties after every test.
+    daemon_proc.STARTED.remove(daemon)
     try:
         daemon.wait_idle()
         yield Shared(root / "home", vault, daemon)
     finally:
         daemon.stop()
+        stop_daemon(root / "home")  # one a bridge started, had the daemon died meanwhile
 
 
 @pytest.fixture
@@ -161,6 +166,23 @@ def test_tools_and_their_schemas_match_the_reference(shared: Shared, errlog: Tex
             assert {t["type"] for t in search[name]["anyOf"]} == {"string", "null"}
     assert tools[2].inputSchema["required"] == ["collection"]
     assert tools[3].inputSchema["required"] == ["collection"]
+
+
+def test_ragd_mcp_subcommand_serves_the_same_server(shared: Shared, errlog: TextIO) -> None:
+    params = StdioServerParameters(command=str(BRIDGE.with_name("ragd")), args=["mcp"],
+                                   env=bridge_env(shared.home))
+
+    async def run() -> tuple[list[str], Any]:
+        async with stdio_client(params, errlog=errlog) as (read, write), \
+                ClientSession(read, write) as session:
+            init = await session.initialize()
+            tools = [t.name for t in (await session.list_tools()).tools]
+            answer = ok(await session.call_tool("rag_search", {"query": "xylofrabic"}))
+            return [init.serverInfo.name, *tools], answer
+
+    names, answer = anyio.run(run)
+    assert names == ["ragd", *PARAMS]
+    assert answer["results"][0]["title"] == "Xylofrabic protocol"
 
 
 @pytest.mark.parametrize(("toolsets", "expected"), [

@@ -71,6 +71,7 @@ def test_base64_is_little_endian_float32(server: EmbedServer) -> None:
 
 
 def test_bad_requests_get_a_clear_error(server: EmbedServer) -> None:
+    bad: Any
     for bad in ({"input": []}, {"input": [1, 2]}, {"input": "x", "encoding_format": "int8"},
                 ["not", "an", "object"]):
         code, body = post(server.url + "/embeddings", bad)
@@ -100,3 +101,13 @@ def test_shutdown_and_idle_timeout_stop_the_server() -> None:
 def test_binds_to_loopback_only() -> None:
     with pytest.raises(ValueError):
         EmbedServer(FakeEmbedder(), host="0.0.0.0")
+
+
+def test_stops_when_the_named_parent_is_gone() -> None:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    srv = EmbedServer(FakeEmbedder(), idle_timeout=60, parent_pid=child.pid).start()
+    assert srv.stopped.wait(5)

@@ -20,8 +20,9 @@ run: setup  ## index your vault (found from Obsidian, or VAULT=path) and serve s
 	$(VENV)/bin/ragd index $(VAULT)
 	$(VENV)/bin/ragd daemon $(if $(VAULT),--vault "$(VAULT)")
 
-test: setup  ## the whole suite, as CI runs it
+test: setup  ## lint, type check and the whole suite, as CI runs it
 	$(VENV)/bin/ruff check daemon mcp_bridge tray tests bench
+	$(VENV)/bin/mypy daemon mcp_bridge tray
 	$(VENV)/bin/pytest -q
 
 test-fast: setup  ## unit tests only (no model, no processes)

@@ -32,8 +32,22 @@ lint: setup
 	$(VENV)/bin/ruff check daemon mcp_bridge tray tests bench
 	$(VENV)/bin/mypy daemon mcp_bridge tray
 
-bench: setup  ## the quick benchmark set (a few minutes)
-	$(PY) bench/ingest.py --quick
+bench: setup  ## the quick benchmark set (a few minutes; needs ../shared/corpus or RAGD_CORPUS)
+	$(PIP) -e ".[bench]" --config-settings editable_mode=compat
+	$(PY) bench/freshness.py --edits 30 --burst 200 --idle-seconds 10
+	$(PY) bench/mcp_bridge.py
+	$(PY) bench/quality.py --quick
+	$(PY) bench/query_latency.py --quick
+
+bench-full: setup  ## every benchmark at full size (hours the first time: see docs/benchmarks.md)
+	$(PIP) -e ".[bench]" --config-settings editable_mode=compat
+	$(PY) bench/ingest.py
+	$(PY) bench/freshness.py
+	$(PY) bench/mcp_bridge.py
+	$(PY) bench/quality.py
+	$(PY) bench/peer.py --full
+	$(PY) bench/query_latency.py
+	$(PY) bench/tray.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

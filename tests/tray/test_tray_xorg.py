@@ -104,18 +104,6 @@ def test_real_icon_follows_and_drives_the_daemon(
     try:
         wait_for(lambda: app.icon is not None and tray_host.docked, 30, "the icon to dock")
         icon = app.icon
-        DIAG = []
-        import Xlib.X as _X
-        _orig_send = icon._send_message
-        def _logged_send(window, client_type, *a):
-            DIAG.append((time.monotonic(), threading.current_thread().name, "send", icon._display.get_atom_name(client_type)))
-            return _orig_send(window, client_type, *a)
-        icon._send_message = _logged_send
-        _orig_handle = icon._message_handlers[_X.ClientMessage]
-        def _logged_handle(event):
-            DIAG.append((time.monotonic(), threading.current_thread().name, "handle", icon._display.get_atom_name(event.client_type)))
-            return _orig_handle(event)
-        icon._message_handlers[_X.ClientMessage] = _logged_handle
         # (The daemon may say idle for a moment before its start-up sweep is queued.)
         app.wait_for_view(lambda v: v.state == "idle" and "8 sources" in v.title, 60)
 
@@ -211,23 +199,8 @@ def test_real_icon_follows_and_drives_the_daemon(
                                             if e.text == "Start at login"), 10)
 
         # Quit: the icon's loop ends; the daemon keeps running for the other clients.
-        print("QSIZE before quit", icon._queue.qsize(), file=__import__("sys").stderr)
         click(icon, "Quit")
-        print("QSIZE after quit", icon._queue.qsize(), icon._running, app._stop.is_set(), file=__import__("sys").stderr)
-        loop.join(5)
-        if loop.is_alive():
-            try:
-                g = tray_host.display.create_resource_object("window", tray_host.docked[0]).get_geometry()
-                print("WINDOW STILL EXISTS", g, file=__import__("sys").stderr)
-            except Exception as e:
-                print("WINDOW GONE", repr(e), file=__import__("sys").stderr)
-            for d in DIAG[-25:]:
-                print("DIAG", d, file=__import__("sys").stderr)
         loop.join(15)
-        if loop.is_alive():
-            import sys, traceback
-            for tid, frame in sys._current_frames().items():
-                print("THREAD", tid, "".join(traceback.format_stack(frame)), file=sys.stderr)
         assert not loop.is_alive()
         assert daemon.call("status")["state"] == "idle"
     finally:

@@ -1,0 +1,342 @@
+"""Search quality: nDCG@10 and Recall@10 on BEIR SciFact, known-item MRR@10 on a vault.
+
+Prints tables and writes bench/results/quality.json (quality-quick.json with --quick) and a
+PNG of nDCG@10 by mode beside the published figures.
+
+    python bench/quality.py [--quick] [--home DIR] [--known-items FILE] [--vault PATH]
+                            [--no-scifact] [--no-known-items]
+
+SciFact (test split, 300 queries, binary qrels): every document becomes one markdown note,
+``title`` in its frontmatter and the abstract as its body, in a project collection indexed by
+ragd in process (`App`). Each query runs in keyword, semantic and hybrid mode with top_k=10
+and ``search.max_per_source=1``, so the ten results are ten distinct documents (a document is
+ranked by its best chunk). --quick keeps every judged document and 300 others picked with a
+fixed seed: fewer distractors, so its scores are higher than the full corpus's and are not
+comparable with published figures; the output says so.
+
+Known items: a TSV of ``question<TAB>expected note path`` (relative to the vault, which the
+file names in a ``# vault: NAME`` line or --vault gives). MRR@10 = mean of 1/rank of the
+expected note (0 when it is not in the top 10).
+
+--home keeps the indexes (and the generated SciFact notes) between runs: the catalog caches
+vectors by the hash of the embedded text, so a re-run embeds nothing and takes a few minutes.
+Without it a temporary folder is used and SciFact costs ~10-15 min of embedding on 2 cores.
+Each data set gets a RAGD_HOME of its own under it (scifact/, scifact-quick/, known-VAULT/):
+BM25 statistics are global to a Whoosh index, so a collection's keyword ranking would
+otherwise change with whatever else was indexed beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import REPO, bar_plot, corpus, pct, table, write_json  # noqa: E402
+from bench.metrics import evaluate, mrr  # noqa: E402
+
+MODES = ("keyword", "semantic", "hybrid")
+K = 10
+QUICK_DISTRACTORS = 300
+QUICK_SEED = 13
+DEFAULT_KNOWN_ITEMS = REPO / "bench" / "queries" / "obsidian-help-en.tsv"
+
+# Published figures on the same split (nDCG@10, Recall@10), for the table and the plot.
+PUBLISHED: dict[str, dict[str, float | None]] = {
+    "BM25 (BEIR)": {"ndcg@10": 0.665, "recall@10": None},
+    "all-MiniLM-L6-v2 (MTEB)": {"ndcg@10": 0.64508, "recall@10": 0.78333},
+}
+PUBLISHED_SOURCES = {
+    "BM25 (BEIR)": "Thakur et al. 2021, BEIR paper, table 2 (Elasticsearch BM25, title + text)",
+    "all-MiniLM-L6-v2 (MTEB)": "embeddings-benchmark/mtebpaper, results/all-MiniLM-L6-v2/"
+                               "SciFact.json (test: ndcg_at_10 0.64508, recall_at_10 0.78333)",
+}
+
+
+# -- data ---------------------------------------------------------------------------------------
+def load_scifact(quick: bool) -> tuple[dict[str, tuple[str, str]], dict[str, str],
+                                       dict[str, dict[str, int]]]:
+    """(docs id -> (title, text), test queries id -> text, qrels) from the shared corpus."""
+    root = corpus("beir", "scifact")
+    for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
+        if not (root / name).is_file():
+            sys.exit(f"error: {root / name} is missing (expected the BEIR layout)")
+    qrels: dict[str, dict[str, int]] = {}
+    with open(root / "qrels" / "test.tsv", encoding="utf-8") as fh:
+        for n, line in enumerate(fh):
+            parts = line.rstrip("\n").split("\t")
+            if n == 0 and parts[0] == "query-id":
+                continue
+            if len(parts) == 3:
+                qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+    docs: dict[str, tuple[str, str]] = {}
+    with open(root / "corpus.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            d = json.loads(line)
+            docs[str(d["_id"])] = (d.get("title") or "", d.get("text") or "")
+    queries: dict[str, str] = {}
+    with open(root / "queries.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            q = json.loads(line)
+            if str(q["_id"]) in qrels:
+                queries[str(q["_id"])] = q["text"]
+    if quick:
+        judged = {d for grades in qrels.values() for d in grades}
+        others = sorted(set(docs) - judged)
+        keep = judged | set(random.Random(QUICK_SEED).sample(others, QUICK_DISTRACTORS))
+        docs = {d: v for d, v in docs.items() if d in keep}
+    return docs, queries, qrels
+
+
+def note_text(title: str, text: str) -> str:
+    """A SciFact document as a markdown note: the title in frontmatter, the abstract below."""
+    # A JSON string is a valid YAML double-quoted scalar, whatever the title contains.
+    return f"---\ntitle: {json.dumps(' '.join(title.split()))}\n---\n\n{text.strip()}\n"
+
+
+def write_notes(docs: dict[str, tuple[str, str]], folder: Path) -> Path:
+    """One note per document; unchanged files are left alone so re-runs reconcile to nothing."""
+    folder.mkdir(parents=True, exist_ok=True)
+    wanted = {f"{doc_id}.md": note_text(*tt) for doc_id, tt in docs.items()}
+    for name, body in wanted.items():
+        path = folder / name
+        if not path.exists() or path.read_text(encoding="utf-8") != body:
+            path.write_text(body, encoding="utf-8")
+    for stale in folder.glob("*.md"):
+        if stale.name not in wanted:
+            stale.unlink()
+    return folder
+
+
+def load_known_items(path: Path) -> tuple[list[tuple[str, str]], str | None]:
+    """Rows (question, expected relative path) and the vault named by a ``# vault:`` line."""
+    if not path.is_file():
+        sys.exit(f"error: known-item file not found: {path}")
+    rows: list[tuple[str, str]] = []
+    vault = None
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            key, _, value = line[1:].partition(":")
+            if key.strip().lower() == "vault" and value.strip():
+                vault = value.strip()
+            continue
+        parts = line.split("\t")
+        if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+            sys.exit(f"error: {path}:{n}: expected 'question<TAB>relative/path.md'")
+        rows.append((parts[0].strip(), parts[1].strip()))
+    if not rows:
+        sys.exit(f"error: {path} holds no queries")
+    return rows, vault
+
+
+def known_items_vault(rows: Sequence[tuple[str, str]], named: str | None,
+                      given: Path | None) -> Path:
+    vault = given or (corpus("vault", named) if named else None)
+    if vault is None:
+        sys.exit("error: the known-item file names no vault: add '# vault: NAME' or pass --vault")
+    missing = [p for _, p in rows if not (vault / p).is_file()]
+    if missing:
+        sys.exit(f"error: {len(missing)} expected notes are not in {vault}, e.g. {missing[0]}")
+    return vault
+
+
+# -- ragd, in process ---------------------------------------------------------------------------
+@contextmanager
+def ragd_app(home: Path, overrides: dict[str, Any] | None = None,
+             on_progress: Callable[[Any], None] | None = None) -> Iterator[Any]:
+    """An App on ``home`` with Obsidian discovery off and the environment ignored."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from daemon.app import App
+    from daemon.config import load_config
+    from daemon.paths import resolve_paths
+
+    paths = resolve_paths({"RAGD_HOME": str(home)})
+    cfg = load_config(paths, {"obsidian.enabled": False, **(overrides or {})}, env={},
+                      write_default=False)
+    app = App(paths, cfg, on_progress=on_progress)
+    try:
+        yield app
+    finally:
+        app.close()
+
+
+def progress_printer(label: str, every_s: float = 15.0) -> Callable[[Any], None]:
+    last = [0.0]
+
+    def show(p: Any) -> None:
+        now = time.monotonic()
+        if p.phase == "index" and now - last[0] >= every_s:
+            last[0] = now
+            print(f"  {label}: {p.done:,}/{p.total:,} files, {p.chunks_embedded:,} chunks "
+                  "embedded", file=sys.stderr, flush=True)
+
+    return show
+
+
+def index_folder(app: Any, name: str, root: Path) -> dict[str, Any]:
+    """Create (or reuse) a project collection over ``root`` and bring it up to date."""
+    app.embedder.warm_up()
+    coll = app.create_project(name, str(root))
+    report = app.sync_collection(coll)
+    if report.errors:
+        print(f"warning: {len(report.errors)} files failed in {name}: {report.errors[:2]}",
+              file=sys.stderr)
+    stats = app.catalog.collection_stats(coll.id)
+    return {"collection": name, "root": str(root), "sources": stats["source_count"],
+            "chunks": stats["chunk_count"], "embedded_now": report.embedded,
+            "seconds": round(report.seconds, 2),
+            "stage_seconds": {k: round(v, 2) for k, v in report.stage_seconds.items()},
+            "skipped": report.skipped}
+
+
+def ragd_ranking(app: Any, collection: str, query: str, mode: str, k: int = K) -> list[str]:
+    """Paths (relative to the collection root) of the top ``k`` results, best first."""
+    from daemon.search.params import build_request
+
+    engine = app.search_engine
+    root = app.collection(collection).root
+    res = engine.search(build_request(engine, query=query, collection=collection, top_k=k,
+                                      mode=mode))
+    return [os.path.relpath(r["source_path"], root).replace(os.sep, "/")
+            for r in res["results"]]
+
+
+# -- the two evaluations ------------------------------------------------------------------------
+def scifact_home(root: Path, quick: bool) -> tuple[Path, str]:
+    """The RAGD_HOME and collection name of the SciFact index under ``root``."""
+    name = "scifact-quick" if quick else "scifact"
+    return root / name, name
+
+
+def run_scifact(app: Any, home: Path, quick: bool) -> dict[str, Any]:
+    docs, queries, qrels = load_scifact(quick)
+    name = scifact_home(home, quick)[1]
+    folder = write_notes(docs, home / "notes" / name)
+    print(f"indexing {len(docs):,} SciFact documents into {name} ...", file=sys.stderr)
+    info = index_folder(app, name, folder)
+    by_mode: dict[str, Any] = {}
+    for mode in MODES:
+        run: dict[str, list[str]] = {}
+        lat: list[float] = []
+        for text in list(queries.values())[:3]:  # warm caches before timing
+            ragd_ranking(app, name, text, mode)
+        for qid, text in queries.items():
+            t0 = time.perf_counter()
+            ranked = ragd_ranking(app, name, text, mode)
+            lat.append((time.perf_counter() - t0) * 1000)
+            run[qid] = [Path(p).stem for p in ranked]
+        by_mode[mode] = {**evaluate(run, qrels, K), "p50_ms": pct(lat, 50),
+                         "p95_ms": pct(lat, 95)}
+    return {"subset": quick, "documents": len(docs), "queries": len(queries),
+            "judgements": sum(len(g) for g in qrels.values()), "index": info, "modes": by_mode}
+
+
+def run_known_items(app: Any, rows: Sequence[tuple[str, str]], vault: Path) -> dict[str, Any]:
+    name = f"known-{vault.name}"
+    print(f"indexing {vault} into {name} ...", file=sys.stderr)
+    info = index_folder(app, name, vault)
+    expected = [p for _, p in rows]
+    by_mode: dict[str, Any] = {}
+    misses: dict[str, list[dict[str, Any]]] = {}
+    for mode in MODES:
+        rankings = [ragd_ranking(app, name, q, mode) for q, _ in rows]
+        by_mode[mode] = mrr(rankings, expected, K)
+        misses[mode] = [{"query": q, "expected": e, "got": r[:3]}
+                        for (q, e), r in zip(rows, rankings, strict=True) if e not in r[:1]]
+    return {"vault": str(vault), "queries": len(rows), "index": info, "modes": by_mode,
+            "not_first": misses}
+
+
+# -- output -------------------------------------------------------------------------------------
+def print_scifact(res: dict[str, Any]) -> None:
+    rows: list[list[Any]] = [[f"ragd {m}", v["ndcg@10"], v["recall@10"], v["p50_ms"],
+                              v["p95_ms"]] for m, v in res["modes"].items()]
+    if not res["subset"]:
+        rows += [[f"published {k}", v["ndcg@10"], "-" if v["recall@10"] is None
+                  else v["recall@10"], "", ""] for k, v in PUBLISHED.items()]
+    idx = res["index"]
+    title = (f"SciFact test: {res['queries']} queries, {res['documents']:,} documents, "
+             f"{idx['chunks']:,} chunks (indexed in {idx['seconds']:.1f} s, "
+             f"{idx['embedded_now']:,} embedded this run)")
+    print(table(title, rows, ["mode", "nDCG@10", "Recall@10", "p50 ms", "p95 ms"]))
+    if not res["subset"]:
+        for k, v in PUBLISHED_SOURCES.items():
+            print(f"  {k}: {v}")
+    if res["subset"]:
+        print(f"NOTE --quick: a subset (every judged document + {QUICK_DISTRACTORS} others, "
+              f"seed {QUICK_SEED}); fewer distractors make these scores higher than on the "
+              "full corpus, so they are NOT comparable with the published figures "
+              "(BM25 0.665, all-MiniLM-L6-v2 0.645).")
+
+
+def print_known(res: dict[str, Any]) -> None:
+    rows = [[f"ragd {m}", v["mrr@10"], v["hits@1"], v["hits@10"]]
+            for m, v in res["modes"].items()]
+    idx = res["index"]
+    print(table(f"known items: {res['queries']} questions over {Path(res['vault']).name} "
+                f"({idx['sources']:,} notes, {idx['chunks']:,} chunks)", rows,
+                ["mode", "MRR@10", "hits@1", "hits@10"]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="SciFact subset (a few minutes)")
+    ap.add_argument("--home", type=Path, help="persistent RAGD_HOME (reuses embeddings)")
+    ap.add_argument("--known-items", type=Path, default=DEFAULT_KNOWN_ITEMS,
+                    help=f"TSV question<TAB>path (default {DEFAULT_KNOWN_ITEMS.relative_to(REPO)})")
+    ap.add_argument("--vault", type=Path, help="vault of the known-item file (default: its "
+                    "'# vault:' line, under the shared corpus)")
+    ap.add_argument("--no-scifact", action="store_true")
+    ap.add_argument("--no-known-items", action="store_true")
+    args = ap.parse_args()
+    rows: list[tuple[str, str]] = []
+    vault = None
+    if not args.no_known_items:
+        rows, named = load_known_items(args.known_items)
+        vault = known_items_vault(rows, named, args.vault)
+    if not args.no_scifact:
+        load_scifact(args.quick)  # fail now, not after indexing the vault, if data is missing
+    out: dict[str, Any] = {"quick": args.quick, "k": K, "config": {"search.max_per_source": 1},
+                           "published": PUBLISHED, "published_sources": PUBLISHED_SOURCES}
+    with tempfile.TemporaryDirectory(prefix="ragd-quality-") as tmp:
+        root = args.home.expanduser().resolve() if args.home else Path(tmp)
+        overrides = {"search.max_per_source": 1}
+        if vault is not None:
+            with ragd_app(root / f"known-{vault.name}", overrides,
+                          on_progress=progress_printer("indexing")) as app:
+                out["known_items"] = run_known_items(app, rows, vault)
+                out["known_items"]["file"] = str(args.known_items)
+        if not args.no_scifact:
+            home = scifact_home(root, args.quick)[0]
+            with ragd_app(home, overrides, on_progress=progress_printer("indexing")) as app:
+                out["scifact"] = run_scifact(app, home, args.quick)
+    if "known_items" in out:
+        print_known(out["known_items"])
+    if "scifact" in out:
+        print_scifact(out["scifact"])
+        labels = [f"ragd {m}" for m in MODES]
+        values = [out["scifact"]["modes"][m]["ndcg@10"] * 100 for m in MODES]
+        if not args.quick:
+            labels += list(PUBLISHED)
+            values += [(v["ndcg@10"] or 0.0) * 100 for v in PUBLISHED.values()]
+        bar_plot("quality-quick" if args.quick else "quality",
+                 "SciFact nDCG@10" + (" (quick subset)" if args.quick else ""), labels, values,
+                 "nDCG@10 x 100")
+    path = write_json("quality-quick" if args.quick else "quality", out)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

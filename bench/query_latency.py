@@ -1,0 +1,543 @@
+"""rag_search latency at 10k, 100k and 1M chunks: in process, over the socket, through MCP.
+
+Prints a table, writes bench/results/query_latency.json (query_latency-quick.json with
+--quick) and a PNG of hybrid p50 by size and path.
+
+    python bench/query_latency.py [--quick] [--sizes 10k,100k,1m] [--home DIR] [--queries N]
+
+Paths measured, with the same queries (the known-item questions, then SciFact test claims):
+- in process: `SearchEngine.search` in a child process that opened the index (hybrid,
+  keyword and semantic mode), with that process's memory;
+- socket: a running `ragd daemon` answering `search` over its Unix socket (JSON-RPC);
+- MCP: `ragd-mcp` launched over stdio and driven by the MCP SDK's ClientSession
+  (`rag_search`, top_k=10), talking to that same daemon. The MCP handshake is timed too.
+Memory: VmRSS / VmHWM of the in-process child and of the daemon at each size.
+
+How the indexes are built, all under --home (default ~/.cache/ragd-bench/latency, kept
+between runs, as building is the expensive part):
+1. `base/`: the distinct text, indexed through ragd's real pipeline (`App.sync_collection`
+   of project collections), embedding each chunk once: obsidian-help-en and kepano-obsidian
+   (--quick), plus SciFact (one note per document) and obsidian-hub (the full run) -
+   about 1.8k / 48k distinct chunks. A second pipeline pass over obsidian-help-en under
+   another collection checks that a copy costs no embedding (the cache key is the hash of
+   the embedded text, "title > headings" + blank line + chunk text).
+2. `size-*/`: one RAGD_HOME per size, filled with whole collections: first the distinct
+   ones, then copies of them until the size is reached. Copies are made distinct without
+   embedding: copy k of a chunk has its words rotated by k positions (the same words, a
+   different text, so Whoosh sees new documents with the same statistics) and the base
+   vector plus Gaussian noise (sigma 0.05/sqrt(384), renormalised: cosine ~0.999 to the
+   original), stored in the catalog under the new text's hash. Sources and chunks are
+   committed through `Catalog.commit_sources` and projected to FAISS and Whoosh by the
+   indexer's journal replay (`Indexer.catch_up`), the daemon's own write path; the files'
+   size, mtime and hash are kept, so the daemon's start-up sweep finds nothing to do.
+Build times are reported per size (catalog + FAISS + Whoosh, no embedding, no chunking).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import REPO, bar_plot, corpus, pct, table, write_json  # noqa: E402
+
+SIZES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
+TOP_K = 10
+WARMUP = 5
+NOISE = 0.05
+BATCH_SOURCES = 200
+CATCH_UP_EVERY = 50_000  # chunks committed between projections to FAISS and Whoosh
+BUILD_VERSION = 1  # bump when the way size homes are built changes
+
+
+# -- query set ----------------------------------------------------------------------------------
+def load_queries(n: int) -> list[str]:
+    from bench.quality import DEFAULT_KNOWN_ITEMS, load_known_items
+
+    rows, _ = load_known_items(DEFAULT_KNOWN_ITEMS)
+    out = [q for q, _ in rows]
+    path = corpus("beir", "scifact") / "queries.jsonl"
+    tests = set()
+    with open(corpus("beir", "scifact") / "qrels" / "test.tsv", encoding="utf-8") as fh:
+        tests = {line.split("\t")[0] for line in fh}
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            q = json.loads(line)
+            if str(q["_id"]) in tests:
+                out.append(q["text"])
+    return out[:n]
+
+
+# -- the distinct text --------------------------------------------------------------------------
+def pool(quick: bool, base: Path) -> list[tuple[str, Path]]:
+    """(collection, folder) of the distinct text, in fill order."""
+    units = [("obsidian-help-en", corpus("vault", "obsidian-help-en")),
+             ("kepano-obsidian", corpus("vault", "kepano-obsidian"))]
+    if not quick:
+        from bench.quality import load_scifact, write_notes
+
+        docs, _, _ = load_scifact(quick=False)
+        units.append(("scifact", write_notes(docs, base / "notes" / "scifact")))
+        units.append(("obsidian-hub", corpus("vault", "obsidian-hub")))
+    return units
+
+
+def build_base(base: Path, units: list[tuple[str, Path]]) -> dict[str, Any]:
+    """Index the distinct text through the real pipeline (embedding only what is new)."""
+    from bench.quality import index_folder, progress_printer, ragd_app
+
+    out: dict[str, Any] = {}
+    with ragd_app(base, on_progress=progress_printer("base")) as app:
+        for name, root in units:
+            print(f"base: indexing {name} ({root}) ...", file=sys.stderr, flush=True)
+            out[name] = index_folder(app, name, root)
+        name, root = units[0]
+        check = index_folder(app, f"{name}~cache-check", root)
+        out["cache_check"] = {"collection": check["collection"], "chunks": check["chunks"],
+                              "embedded_now": check["embedded_now"],
+                              "holds": check["embedded_now"] == 0}
+    return out
+
+
+# -- a size home, from the base catalog ---------------------------------------------------------
+@dataclass(frozen=True)
+class Unit:
+    collection: str
+    copy: int
+    chunks: int
+
+    @property
+    def name(self) -> str:
+        return self.collection if self.copy == 0 else f"{self.collection}~copy{self.copy:03d}"
+
+
+def plan(target: int, sizes: list[tuple[str, int]]) -> list[Unit]:
+    """Whole collections: the distinct ones first (up to 1.25x the target), then copies of
+    them in turn while they fit in 1.1x; stop at 95% of the target."""
+    units: list[Unit] = []
+    total = 0
+    for name, n in sizes:
+        if total + n <= target * 1.25 and total < target * 0.95:
+            units.append(Unit(name, 0, n))
+            total += n
+    copy = 1
+    while total < target * 0.95:
+        added = False
+        for name, n in sizes:
+            if total < target * 0.95 and total + n <= target * 1.1 and n > 0:
+                units.append(Unit(name, copy, n))
+                total += n
+                added = True
+        if not added:
+            break
+        copy += 1
+    return units
+
+
+def rotate_words(text: str, k: int) -> str:
+    words = text.split()
+    if len(words) < 2:
+        return text
+    shift = k % len(words) or 1
+    return " ".join(words[shift:] + words[:shift])
+
+
+class BaseCatalog:
+    """Read-only view of the base home's catalog: sources, chunks and cached vectors."""
+
+    def __init__(self, path: Path, fingerprint: str) -> None:
+        self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        self.db.row_factory = sqlite3.Row
+        self.fp = fingerprint
+        self.vectors: dict[str, Any] = {}
+
+    def chunk_count(self, collection: str) -> int:
+        return int(self.db.execute(
+            "SELECT COUNT(*) FROM chunks ch JOIN sources s ON s.id=ch.source_id JOIN collections"
+            " c ON c.id=s.collection_id WHERE c.name=?", (collection,)).fetchone()[0])
+
+    def root(self, collection: str) -> str:
+        row = self.db.execute("SELECT root FROM collections WHERE name=?", (collection,)).fetchone()
+        if row is None:
+            sys.exit(f"error: the base index has no collection {collection!r}")
+        return str(row[0])
+
+    def load_vectors(self) -> None:
+        import numpy as np
+
+        if not self.vectors:
+            for h, blob in self.db.execute(
+                    "SELECT text_hash, vector FROM embeddings WHERE fingerprint=?", (self.fp,)):
+                self.vectors[h] = np.frombuffer(blob, dtype=np.float32)
+
+    def sources(self, collection: str) -> Iterator[sqlite3.Row]:
+        yield from self.db.execute(
+            "SELECT s.* FROM sources s JOIN collections c ON c.id=s.collection_id WHERE c.name=?"
+            " ORDER BY s.id", (collection,))
+
+    def chunks(self, source_id: int) -> list[sqlite3.Row]:
+        return self.db.execute("SELECT * FROM chunks WHERE source_id=? ORDER BY ordinal",
+                               (source_id,)).fetchall()
+
+    def tags(self, source_id: int) -> tuple[str, ...]:
+        return tuple(r[0] for r in self.db.execute(
+            "SELECT tag FROM source_tags WHERE source_id=? ORDER BY tag", (source_id,)))
+
+
+def _updates(base: BaseCatalog, unit: Unit, src_rows: list[sqlite3.Row]
+             ) -> tuple[list[Any], dict[str, Any]]:
+    """SourceUpdates of one batch of base sources as copy ``unit.copy``, and their vectors."""
+    import numpy as np
+
+    from daemon.catalog import SourceUpdate, text_hash
+    from daemon.chunking import embed_prefix
+    from daemon.models import ChunkDraft
+
+    updates, vectors = [], {}
+    rng = np.random.default_rng([unit.copy, int(src_rows[0]["id"])])
+    for s in src_rows:
+        drafts = []
+        for ch in base.chunks(s["id"]):
+            heading = tuple(json.loads(ch["heading_path"]))
+            text = ch["text"] if unit.copy == 0 else rotate_words(ch["text"], unit.copy)
+            prefix = embed_prefix(s["title"], heading)
+            embed_text = f"{prefix}\n\n{text}" if prefix else text
+            vec = base.vectors.get(ch["embed_hash"])
+            if vec is None:
+                raise RuntimeError(f"no cached vector for chunk {ch['id']} of the base index")
+            if unit.copy:
+                vec = vec + rng.normal(0.0, NOISE / math.sqrt(len(vec)), len(vec))
+                vec = (vec / np.linalg.norm(vec)).astype(np.float32)
+            vectors[text_hash(embed_text)] = vec
+            drafts.append(ChunkDraft(ch["ordinal"], text, embed_text, heading, ch["start"],
+                                     ch["end"], ch["token_count"]))
+        updates.append(SourceUpdate(
+            path=s["path"], size=s["size"], mtime_ns=s["mtime_ns"], sha256=s["sha256"],
+            title=s["title"], source_type=s["source_type"], date=s["date"],
+            metadata=json.loads(s["metadata"]), tags=base.tags(s["id"]),
+            warnings=tuple(w for w in s["warnings"].split(",") if w), chunks=tuple(drafts)))
+    return updates, vectors
+
+
+def build_size(home: Path, base_home: Path, units: list[Unit]) -> dict[str, Any]:
+    """Fill ``home`` with ``units`` from the base catalog; nothing is embedded or chunked."""
+    from bench.quality import ragd_app
+
+    t_start = time.perf_counter()
+    stages = {"catalog": 0.0, "project": 0.0, "save": 0.0}
+    with ragd_app(home) as app:
+        fp = app.embedder.fingerprint
+        base = BaseCatalog(base_home / "data" / "catalog.sqlite", fp)
+        base.load_vectors()
+        pending = 0
+        for n, unit in enumerate(units, 1):
+            t0 = time.perf_counter()
+            coll = app.create_project(unit.name, base.root(unit.collection))
+            batch: list[sqlite3.Row] = []
+            rows = list(base.sources(unit.collection))
+            for i, s in enumerate(rows, 1):
+                if s["status"] != "ok":
+                    app.catalog.record_skip(coll.id, s["path"], code=s["skip_code"] or "",
+                                            detail=s["skip_detail"] or "", size=s["size"],
+                                            mtime_ns=s["mtime_ns"], sha256=s["sha256"])
+                else:
+                    batch.append(s)
+                if batch and (len(batch) >= BATCH_SOURCES or i == len(rows)):
+                    updates, vectors = _updates(base, unit, batch)
+                    app.catalog.store_vectors(fp, vectors)
+                    app.catalog.commit_sources(coll.id, updates, fp, {})
+                    pending += sum(len(u.chunks) for u in updates)
+                    batch = []
+            app.catalog.mark_indexed(coll.id)
+            stages["catalog"] += time.perf_counter() - t0
+            if pending >= CATCH_UP_EVERY or n == len(units):
+                t0 = time.perf_counter()
+                with app.indexer.lock:
+                    app.indexer.catch_up()
+                stages["project"] += time.perf_counter() - t0
+                pending = 0
+            print(f"  {home.name}: {n}/{len(units)} collections ({unit.name})",
+                  file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        app.indexer.save()
+        stages["save"] += time.perf_counter() - t0
+        check = app.consistency()
+        chunks = len(app.catalog.all_chunk_ids())
+    if not check["ok"]:
+        sys.exit(f"error: the built index is inconsistent: {check}")
+    return {"seconds": time.perf_counter() - t_start, "stage_seconds": stages, "chunks": chunks,
+            "collections": [u.name for u in units], "consistency": check}
+
+
+def ensure_size(root: Path, label: str, target: int, quick: bool,
+                base_info: dict[str, Any]) -> dict[str, Any]:
+    """The size home for ``label``: reused when its manifest matches the plan, else rebuilt."""
+    import shutil
+
+    from daemon.embedding import SentenceTransformerEmbedder
+
+    base_home = root / "base"
+    fp = SentenceTransformerEmbedder().fingerprint  # read from the model folder: no torch
+    base = BaseCatalog(base_home / "data" / "catalog.sqlite", fp)
+    names = [n for n in base_info if n != "cache_check"]
+    units = plan(target, [(n, base.chunk_count(n)) for n in names])
+    home = root / f"size-{label}{'-quick' if quick else ''}"
+    manifest = home / "bench-manifest.json"
+    wanted = {"version": BUILD_VERSION, "units": [u.name for u in units],
+              "base_chunks": {n: base.chunk_count(n) for n in names}}
+    if manifest.exists():
+        have = json.loads(manifest.read_text(encoding="utf-8"))
+        if {k: have.get(k) for k in wanted} == wanted:
+            print(f"{home.name}: reusing the index built {have.get('built')}", file=sys.stderr)
+            return have
+    if home.exists():
+        shutil.rmtree(home)
+    print(f"{home.name}: building {sum(u.chunks for u in units):,} chunks in {len(units)} "
+          "collections ...", file=sys.stderr, flush=True)
+    info = build_size(home, base_home, units)
+    cfg = home / "config" / "config.toml"
+    cfg.parent.mkdir(parents=True, exist_ok=True)
+    cfg.write_text("[obsidian]\nenabled = false\n\n[daemon]\nsweep_interval_s = 86400.0\n",
+                   encoding="utf-8")
+    data = {**wanted, **info, "home": str(home), "label": label, "target": target,
+            "built": time.strftime("%Y-%m-%d %H:%M")}
+    manifest.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return data
+
+
+# -- measuring ----------------------------------------------------------------------------------
+def proc_memory(pid: int | str = "self") -> dict[str, float]:
+    out = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0]) / 1024
+    except OSError:
+        pass
+    return {"rss_mb": out.get("VmRSS", float("nan")), "peak_mb": out.get("VmHWM", float("nan"))}
+
+
+def summary(ms: list[float], queries: list[str] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"p50": pct(ms, 50), "p95": pct(ms, 95),
+                           "mean": sum(ms) / len(ms) if ms else None, "n": len(ms)}
+    if queries is not None:
+        worst = sorted(zip(ms, queries, strict=True), reverse=True)[:5]
+        out["slowest"] = [{"ms": round(t, 1), "query": q} for t, q in worst]
+    return out
+
+
+def inprocess_worker(job: dict[str, Any]) -> dict[str, Any]:
+    """In a child process: open the index, time SearchEngine.search in each mode."""
+    from bench.quality import ragd_app
+    from daemon.search.params import build_request
+
+    out: dict[str, Any] = {"before_open": proc_memory()}
+    t0 = time.perf_counter()
+    with ragd_app(Path(job["home"])) as app:
+        out["open_s"] = time.perf_counter() - t0
+        app.embedder.warm_up()
+        engine = app.search_engine
+        for mode in ("hybrid", "keyword", "semantic"):
+            for q in job["queries"][:WARMUP]:
+                engine.search(build_request(engine, query=q, top_k=TOP_K, mode=mode))
+            ms = []
+            for q in job["queries"]:
+                t = time.perf_counter()
+                engine.search(build_request(engine, query=q, top_k=TOP_K, mode=mode))
+                ms.append((time.perf_counter() - t) * 1000)
+            out[mode] = summary(ms, job["queries"])
+        out["memory"] = proc_memory()
+    return out
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGD_")}
+    return {**env, "RAGD_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+
+
+class Daemon:
+    """`ragd daemon` on a size home, waited on until its start-up sweep is done."""
+
+    def __init__(self, home: Path, log: Path) -> None:
+        from daemon.ipc.client import Client
+        from daemon.ipc.discovery import find_daemon
+        from daemon.paths import resolve_paths
+
+        paths = resolve_paths({"RAGD_HOME": str(home)})
+        if find_daemon(paths):
+            sys.exit(f"error: a daemon already runs on {home}; stop it first")
+        self.log = open(log, "ab")  # noqa: SIM115
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "daemon"],
+                                     env=clean_env(home), stdout=self.log, stderr=self.log,
+                                     start_new_session=True, cwd=REPO)
+        deadline = time.monotonic() + 1800
+        while find_daemon(paths) is None:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                sys.exit(f"error: the daemon did not start; see {log}")
+            time.sleep(0.1)
+        self.client = Client(find_daemon(paths) or "", timeout=1800, client_name="bench")
+        while True:
+            st = self.client.call("status")
+            if st["state"] == "idle":
+                break
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                sys.exit(f"error: the daemon did not become idle; see {log}")
+            time.sleep(0.5)
+        self.ready_s = time.perf_counter() - t0
+        self.status = st
+
+    def stop(self) -> None:
+        try:
+            self.client.call("shutdown")
+            self.client.close()
+            self.proc.wait(timeout=300)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def socket_latency(d: Daemon, queries: list[str]) -> dict[str, Any]:
+    for q in queries[:WARMUP]:
+        d.client.call("search", {"query": q, "top_k": TOP_K})
+    ms = []
+    for q in queries:
+        t = time.perf_counter()
+        d.client.call("search", {"query": q, "top_k": TOP_K})
+        ms.append((time.perf_counter() - t) * 1000)
+    return summary(ms)
+
+
+async def mcp_latency(home: Path, queries: list[str], log: Path) -> dict[str, Any]:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    bridge = Path(sys.executable).with_name("ragd-mcp")
+    if not bridge.exists():
+        sys.exit(f"error: {bridge} not found: install ragd in this venv (pip install -e .)")
+    params = StdioServerParameters(command=str(bridge), args=[], env=clean_env(home))
+    errlog = open(log, "a", encoding="utf-8")  # noqa: SIM115
+    t0 = time.perf_counter()
+    async with stdio_client(params, errlog=errlog) as (read, write), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        handshake = (time.perf_counter() - t0) * 1000
+        for q in queries[:WARMUP]:
+            res = await session.call_tool("rag_search", {"query": q, "top_k": TOP_K})
+            if res.isError:
+                sys.exit(f"error: rag_search through ragd-mcp failed: {res.content}")
+        ms = []
+        for q in queries:
+            t = time.perf_counter()
+            await session.call_tool("rag_search", {"query": q, "top_k": TOP_K})
+            ms.append((time.perf_counter() - t) * 1000)
+    errlog.close()
+    return {**summary(ms), "handshake_ms": handshake}
+
+
+def run_child(job: dict[str, Any], log: Path) -> dict[str, Any]:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ragd-latency-") as tmp:
+        jf, of = Path(tmp) / "job.json", Path(tmp) / "out.json"
+        jf.write_text(json.dumps(job), encoding="utf-8")
+        with open(log, "ab") as fh:
+            code = subprocess.run([sys.executable, __file__, "--inprocess-worker", str(jf),
+                                   str(of)], stdout=fh, stderr=fh,
+                                  env=clean_env(Path(job["home"]))).returncode
+        if code != 0 or not of.exists():
+            sys.exit(f"error: the in-process measurement failed (exit {code}); see {log}")
+        return json.loads(of.read_text(encoding="utf-8"))
+
+
+def measure(size: dict[str, Any], queries: list[str], logs: Path) -> dict[str, Any]:
+    home = Path(size["home"])
+    print(f"{home.name}: in process ...", file=sys.stderr, flush=True)
+    inproc = run_child({"home": str(home), "queries": queries}, logs / "inprocess.log")
+    print(f"{home.name}: daemon ...", file=sys.stderr, flush=True)
+    d = Daemon(home, logs / f"daemon-{home.name}.log")
+    try:
+        sock = socket_latency(d, queries)
+        print(f"{home.name}: MCP bridge ...", file=sys.stderr, flush=True)
+        mcp = asyncio.run(mcp_latency(home, queries, logs / "ragd-mcp.log"))
+        mem = proc_memory(d.proc.pid)
+    finally:
+        d.stop()
+    return {"label": size["label"], "chunks": size["chunks"], "build_s": size["seconds"],
+            "build_stage_seconds": size["stage_seconds"], "collections": len(size["collections"]),
+            "inprocess": inproc, "socket": sock, "mcp": mcp, "daemon_memory": mem,
+            "daemon_ready_s": d.ready_s}
+
+
+def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--inprocess-worker":
+        job = json.loads(Path(sys.argv[2]).read_text(encoding="utf-8"))
+        Path(sys.argv[3]).write_text(json.dumps(inprocess_worker(job)), encoding="utf-8")
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="10k only, from two small vaults")
+    ap.add_argument("--sizes", default="10k,100k,1m", help="comma-separated: 10k, 100k, 1m")
+    ap.add_argument("--home", type=Path, default=Path(os.environ.get(
+        "XDG_CACHE_HOME", Path.home() / ".cache")) / "ragd-bench" / "latency")
+    ap.add_argument("--queries", type=int, default=100, help="queries per path")
+    args = ap.parse_args()
+    labels = ["10k"] if args.quick else [s.strip().lower() for s in args.sizes.split(",")]
+    unknown = [s for s in labels if s not in SIZES]
+    if unknown:
+        sys.exit(f"error: unknown size {unknown[0]!r}; use {', '.join(SIZES)}")
+    root = args.home.expanduser().resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    logs = root / "logs"
+    logs.mkdir(exist_ok=True)
+    queries = load_queries(args.queries)
+    units = pool(args.quick, root / "base")
+    t0 = time.perf_counter()
+    base_info = build_base(root / "base", units)
+    base_s = time.perf_counter() - t0
+    results = []
+    for label in labels:
+        size = ensure_size(root, label, SIZES[label], args.quick, base_info)
+        results.append(measure(size, queries, logs))
+    rows = []
+    for r in results:
+        ip = r["inprocess"]
+        rows.append([r["label"], r["chunks"], r["build_s"], ip["hybrid"]["p50"],
+                     ip["hybrid"]["p95"], ip["keyword"]["p50"], ip["semantic"]["p50"],
+                     r["socket"]["p50"], r["socket"]["p95"], r["mcp"]["p50"], r["mcp"]["p95"],
+                     ip["memory"]["peak_mb"], r["daemon_memory"]["rss_mb"]])
+    print(table(f"rag_search latency, top_k={TOP_K}, {len(queries)} queries per path (ms)", rows,
+                ["size", "chunks", "build s", "inproc p50", "inproc p95", "kw p50", "sem p50",
+                 "socket p50", "socket p95", "MCP p50", "MCP p95", "inproc MB", "daemon MB"]))
+    check = base_info["cache_check"]
+    print(f"cache check: a second pipeline pass over {units[0][0]} ({check['chunks']:,} chunks) "
+          f"embedded {check['embedded_now']} chunks")
+    for r in results:
+        print(f"{r['label']}: {r['collections']} collections; MCP handshake "
+              f"{r['mcp']['handshake_ms']:.0f} ms; daemon ready in {r['daemon_ready_s']:.1f} s")
+    name = "query_latency-quick" if args.quick else "query_latency"
+    labels_plot = [f"{r['label']} {p}" for r in results for p in ("inproc", "socket", "MCP")]
+    values = [v for r in results for v in (r["inprocess"]["hybrid"]["p50"], r["socket"]["p50"],
+                                           r["mcp"]["p50"])]
+    bar_plot(name, "rag_search hybrid p50 (ms)", labels_plot, values, "ms")
+    out = write_json(name, {"quick": args.quick, "home": str(root), "queries": len(queries),
+                            "top_k": TOP_K, "base": base_info, "base_seconds": base_s,
+                            "sizes": results})
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,628 @@
+"""The tray app: ragd's state at a glance, Reindex now, pause, and start at login.
+
+Threads: pystray's icon loop on the main thread (macOS requires it); a follower that keeps a
+connection to the daemon (starting one when none answers, reconnecting with backoff when it
+goes away), reads its progress events on a second connection and polls ``status`` as a
+fallback; and an action thread, so no IPC call ever blocks the menu.
+
+Everything shown comes from :func:`tray.viewmodel.build_view`; this module only renders that
+view with pystray and maps its action ids to IPC calls. Light on purpose: the IPC client and
+the standard library; pystray and Pillow are imported when the icon is made (``import pystray``
+without a display raises Xlib's DisplayNameError, which :func:`load_pystray` turns into a
+sentence).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import logging
+import logging.handlers
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from daemon import __version__
+from daemon.errors import ConfigError, DaemonUnavailable, RagdError
+from daemon.ipc.client import Client
+from daemon.launch import connect
+from daemon.paths import Paths, resolve_paths
+from tray import viewmodel as vm
+from tray.autostart import Autostart, AutostartStatus
+from tray.icons import icon_image, platform_size
+
+log = logging.getLogger(__name__)
+
+CLIENT_NAME = "ragd-tray"
+POLL_S = 5.0  # status poll while connected: the fallback when an event is missed
+BACKOFF_MIN_S, BACKOFF_MAX_S = 0.5, 30.0  # reconnect delays after the daemon goes away
+CALL_TIMEOUT_S = 15.0
+LOCK_NAME = "tray.lock"
+NO_DISPLAY_HINT = ("run ragd-tray inside your desktop session (DISPLAY or WAYLAND_DISPLAY "
+                   "must be set); `ragd status` shows the same information in a terminal")
+
+Connector = Callable[..., Client]
+Opener = Callable[[str], None]
+
+
+def load_pystray() -> Any:
+    """Import pystray, or raise a RagdError that says why there can be no icon."""
+    backend = os.environ.get("PYSTRAY_BACKEND", "")
+    if (sys.platform.startswith("linux") and backend != "dummy"
+            and not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY")):
+        raise ConfigError("cannot show a tray icon: there is no display", NO_DISPLAY_HINT)
+    try:
+        import pystray
+    except Exception as exc:  # Xlib.error.DisplayNameError/DisplayConnectionError, ImportError
+        raise ConfigError(f"cannot show a tray icon: {type(exc).__name__}: {exc}",
+                          NO_DISPLAY_HINT) from exc
+    return pystray
+
+
+def open_path(path: str) -> None:
+    """Open a file or folder with the desktop's default application."""
+    if sys.platform == "win32":
+        os.startfile(path)  # type: ignore[attr-defined]
+        return
+    command = ["open", path] if sys.platform == "darwin" else ["xdg-open", path]
+    try:
+        subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError as exc:
+        raise RagdError(f"cannot open {path}: {command[0]} failed ({exc})",
+                        f"open it yourself: {path}") from exc
+
+
+class _XorgWaker:
+    """Sends no-op client messages to pystray's xorg icon window over a connection of its own
+    (see :meth:`TrayApp._nudged`); pystray ignores client messages it does not know."""
+
+    def __init__(self, window_id: int) -> None:
+        from Xlib import X, display
+        from Xlib.protocol import event
+
+        self._x, self._event = X, event
+        self._display = display.Display()
+        self._display.set_error_handler(lambda *args: None)  # the window may be gone already
+        self._window = self._display.create_resource_object("window", window_id)
+        self._atom = self._display.intern_atom("_RAGD_TRAY_WAKE")
+        self._lock = threading.Lock()
+
+    def wake(self) -> None:
+        message = self._event.ClientMessage(window=self._window, client_type=self._atom,
+                                            data=(32, [0, 0, 0, 0, 0]))
+        with self._lock, contextlib.suppress(Exception):
+            # No event mask: the message goes to the client that created the window.
+            self._window.send_event(message, event_mask=self._x.NoEventMask)
+            self._display.flush()
+
+    def close(self) -> None:
+        with self._lock, contextlib.suppress(Exception):
+            self._display.close()
+
+
+class TrayApp:
+    """The follower, the actions and (in :meth:`run`) the pystray icon.
+
+    Every collaborator can be injected, so tests drive it with a real daemon and pystray's
+    own menu items, and the benchmark runs it without an icon.
+    """
+
+    def __init__(self, paths: Paths | None = None, *, start_daemon: bool = True,
+                 autostart: Autostart | None = None, opener: Opener = open_path,
+                 connector: Connector = connect, poll_interval: float = POLL_S,
+                 platform: str = sys.platform) -> None:
+        self.paths = paths or resolve_paths()
+        self.autostart = autostart or Autostart()
+        self.opener = opener
+        self.connector = connector
+        self.poll_interval = poll_interval
+        self.platform = platform
+        self.icon: Any = None
+        self.pystray: Any = None
+        self.listeners: list[Callable[[vm.TrayView], None]] = []
+        self._local_paths = {"config": str(self.paths.config_file),
+                             "log": str(self.paths.log_file), "data": str(self.paths.data_dir)}
+        self._source: Mapping[str, Any] | BaseException | None = None
+        self._skipped: dict[str, list[dict[str, Any]]] = {}
+        self._skipped_key: Any = None
+        self._autostart_state = self._read_autostart()
+        self._lock = threading.RLock()
+        self._publish_lock = threading.Lock()
+        self._icon_lock = threading.Lock()
+        self._loop_done = threading.Event()
+        self._loop_thread: threading.Thread | None = None
+        self._changed = threading.Condition()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._start_requested = start_daemon
+        self._ctl: Client | None = None
+        self._sub: Client | None = None
+        self._actions: queue.Queue[tuple[str, str | None] | None] = queue.Queue()
+        self._threads: list[threading.Thread] = []
+        self.view = self._build()
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start_background(self) -> None:
+        """Start following the daemon and serving actions (no icon needed)."""
+        for name, target in (("ragd-tray-follow", self._follow),
+                             ("ragd-tray-actions", self._serve_actions)):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def run(self) -> int:
+        """Show the icon and block in pystray's loop until Quit (call on the main thread)."""
+        self.pystray = pystray = load_pystray()
+        view = self.view
+        self.icon = pystray.Icon("ragd", icon=self._image(view), title=view.title,
+                                 menu=self._pystray_menu(view.menu))
+        self._loop_thread = threading.current_thread()
+        try:
+            self.icon.run(setup=self._setup)
+        finally:
+            self._loop_done.set()
+        self.stop()
+        if self._waker is not None:
+            self._waker.close()
+        return 0
+
+    def _setup(self, icon: Any) -> None:
+        # pystray's xorg backend sets the loop thread it dispatches to just *after* letting
+        # setup run: wait for it, or the first update races into an AttributeError.
+        deadline = time.monotonic() + 5.0
+        while (hasattr(icon, "_rewrite_implementation") and not hasattr(icon, "_thread")
+               and time.monotonic() < deadline):
+            time.sleep(0.01)
+        if hasattr(icon, "_window") and hasattr(icon, "_display"):  # the xorg backend
+            try:
+                self._waker = _XorgWaker(icon._window.id)
+            except Exception:
+                log.warning("cannot open a second X connection to wake the tray loop",
+                            exc_info=True)
+        with self._nudged():
+            icon.visible = True
+        self._icon_ready = True
+        self._render(None, self.view)  # whatever changed while the loop was starting
+        self.start_background()
+
+    def stop(self) -> None:
+        """Stop following, close the connections and end the icon's loop."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._wake.set()
+        self._actions.put(None)
+        for client in (self._sub, self._ctl):
+            if client is not None:
+                client.close()
+        if self.icon is not None:
+            # After any update in flight: pystray's xorg backend hands results back through
+            # one shared queue, so two threads calling into it at once can swap them.
+            locked = self._icon_lock.acquire(timeout=5.0)
+            try:
+                with self._nudged(), contextlib.suppress(Exception):  # gtk: no notifications
+                    self.icon.stop()
+            finally:
+                if locked:
+                    self._icon_lock.release()
+            waker = self._waker
+            if waker is not None and threading.current_thread() is not self._loop_thread:
+                # The window's destruction, queued by the loop thread itself, can be stuck
+                # like any update (see _nudged): wake the loop until it has ended.
+                deadline = time.monotonic() + 5.0
+                while not self._loop_done.wait(0.1) and time.monotonic() < deadline:
+                    waker.wake()
+
+    def join(self, timeout: float = 5.0) -> None:
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def wait_for_view(self, predicate: Callable[[vm.TrayView], bool],
+                      timeout: float) -> vm.TrayView:
+        """Block until the view satisfies ``predicate``; raise TimeoutError at the deadline."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not predicate(self.view):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"the tray view is still {self.view.status_line!r}")
+                self._changed.wait(left)
+            return self.view
+
+    # -- following the daemon ---------------------------------------------------------------
+    def _follow(self) -> None:
+        backoff = BACKOFF_MIN_S
+        while not self._stop.is_set():
+            start, self._start_requested = self._start_requested, False
+            if start:
+                self._set_source(None)  # "Starting the daemon…"
+            try:
+                ctl = self.connector(self.paths, start=start, client_name=CLIENT_NAME,
+                                     call_timeout=CALL_TIMEOUT_S)
+            except RagdError as exc:
+                log.info("daemon not reachable: %s", exc)
+                self._set_source(exc)
+                self._sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                continue
+            backoff = BACKOFF_MIN_S
+            try:
+                self._session(ctl)
+            except RagdError as exc:
+                log.info("lost the daemon: %s", exc)
+                self._set_source(exc)
+            finally:
+                ctl.close()
+            if not self._stop.is_set() and isinstance(self._source, Mapping):
+                self._set_source(DaemonUnavailable("lost the connection to the daemon",
+                                                   "it stopped or restarted"))
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait before the next attempt; "Start the daemon" or Quit cut it short."""
+        self._wake.wait(seconds)
+        self._wake.clear()
+
+    def _session(self, ctl: Client) -> None:
+        sub = self.connector(self.paths, start=False, client_name=CLIENT_NAME,
+                             call_timeout=CALL_TIMEOUT_S)
+        self._sub = sub
+        over = threading.Event()
+        try:
+            events = sub.subscribe()  # before the first poll: no change falls in between
+            pump = threading.Thread(target=self._pump, args=(events, over),
+                                    name="ragd-tray-events", daemon=True)
+            pump.start()
+            self._ctl = ctl
+            while not self._stop.is_set() and not over.is_set():
+                try:
+                    self._poll(ctl)
+                except DaemonUnavailable as exc:
+                    if ctl.closed:
+                        raise
+                    # A slow answer, not a lost daemon (the client stays usable): keep the
+                    # last view and ask again at the next poll.
+                    log.info("status poll: %s", exc)
+                self._wake.wait(self.poll_interval)
+                self._wake.clear()
+        finally:
+            self._ctl = self._sub = None
+            sub.close()
+        pump.join(2.0)
+
+    def _pump(self, events: Any, over: threading.Event) -> None:
+        try:
+            for event in events:
+                self._on_event(event)
+        except RagdError as exc:
+            log.info("event stream ended: %s", exc)
+        finally:
+            over.set()
+            self._wake.set()
+
+    def _on_event(self, event: Mapping[str, Any]) -> None:
+        with self._lock:
+            if not isinstance(self._source, Mapping):
+                return
+            before = self._source.get("state")
+            self._source = vm.apply_event(self._source, event)
+            after = self._source.get("state")
+        self._refresh()
+        if before != after or event.get("type") != "progress" or after == "idle":
+            self._wake.set()  # a state change: let a status poll fill in the details
+
+    def _poll(self, ctl: Client) -> None:
+        status = ctl.call("status")
+        with self._lock:
+            self._source = status
+        key = tuple((c.get("name"), c.get("skipped_count"), c.get("last_indexed"))
+                    for c in status.get("collections") or [])
+        if status.get("state") in ("idle", "indexing", "paused") and key != self._skipped_key:
+            rows = ctl.call("skipped", {})
+            grouped: dict[str, list[dict[str, Any]]] = {}
+            for row in rows or []:
+                grouped.setdefault(str(row.get("collection")), []).append(row)
+            with self._lock:
+                self._skipped, self._skipped_key = grouped, key
+        self._refresh()
+
+    def _set_source(self, source: Mapping[str, Any] | BaseException | None) -> None:
+        with self._lock:
+            self._source = source
+        self._refresh()
+
+    # -- the view -----------------------------------------------------------------------------
+    def _read_autostart(self) -> AutostartStatus | None:
+        try:
+            return self.autostart.status()
+        except RagdError as exc:
+            log.info("start at login unavailable: %s", exc)
+            return None
+
+    def _build(self) -> vm.TrayView:
+        with self._lock:
+            return vm.build_view(self._source, self._autostart_state, skipped=self._skipped,
+                                 local_paths=self._local_paths, tray_version=__version__)
+
+    def _refresh(self) -> None:
+        with self._publish_lock:
+            view = self._build()
+            old = self.view
+            if view == old:
+                return
+            self._render(old, view)
+            self.view = view  # after rendering: whoever sees this view finds it on the icon
+        for listener in list(self.listeners):
+            listener(view)
+        with self._changed:
+            self._changed.notify_all()
+
+    _icon_ready = False
+    _waker: _XorgWaker | None = None
+
+    def _render(self, old: vm.TrayView | None, view: vm.TrayView) -> None:
+        icon = self.icon
+        if icon is None or not self._icon_ready or self._stop.is_set():
+            return
+
+        def apply() -> None:
+            if old is None or (old.icon, old.progress) != (view.icon, view.progress):
+                icon.icon = self._image(view)
+            if old is None or old.title != view.title:
+                icon.title = view.title
+            if old is None or old.menu != view.menu:
+                icon.menu = self._pystray_menu(view.menu)
+
+        with self._icon_lock:  # one caller into pystray at a time (see stop)
+            if self._stop.is_set():
+                return
+            try:
+                with self._nudged():
+                    self._on_gui_thread(apply)
+            except Exception:  # a backend hiccup must not kill the follower
+                log.exception("could not update the tray icon")
+
+    @contextlib.contextmanager
+    def _nudged(self) -> Iterator[None]:
+        """Keep waking pystray's xorg loop until the call inside has been served.
+
+        The xorg backend hands each update to its loop thread as an X client message and waits
+        for the answer. python-xlib's threaded flush returns without sending when another
+        thread is mid-send, so a request (the message, or what the loop's handler then draws
+        or destroys) can stay queued until the loop thread wakes for some other X event: on an
+        idle desktop, never (seen about once in ten runs). A no-op client message sent over a
+        connection of our own wakes the loop, which then sends what was queued. Other backends
+        skip this.
+        """
+        waker = self._waker
+        if waker is None:
+            yield
+            return
+        done = threading.Event()
+
+        def nudge() -> None:
+            while not done.wait(0.1):
+                waker.wake()
+            # The handler's own requests (a redraw, a destroy) can be stuck the same way
+            # after the answer came back: wake the loop once more shortly after.
+            for delay in (0.05, 0.25):
+                time.sleep(delay)
+                waker.wake()
+
+        helper = threading.Thread(target=nudge, name="ragd-tray-xwake", daemon=True)
+        helper.start()
+        try:
+            yield
+        finally:
+            done.set()
+
+    def _on_gui_thread(self, fn: Callable[[], None]) -> None:
+        if self.platform == "darwin":
+            try:
+                from PyObjCTools import AppHelper  # AppKit objects belong to the main thread
+            except ImportError:
+                fn()
+            else:
+                AppHelper.callAfter(fn)
+            return
+        fn()  # the gtk and xorg backends marshal to their loop themselves
+
+    def _image(self, view: vm.TrayView) -> Any:
+        return icon_image(view.icon, platform_size(self.platform), view.progress)
+
+    def _pystray_menu(self, entries: tuple[vm.MenuEntry, ...]) -> Any:
+        pystray = self.pystray
+        items = []
+        for entry in entries:
+            if entry.separator:
+                items.append(pystray.Menu.SEPARATOR)
+            elif entry.children:
+                items.append(pystray.MenuItem(entry.text, self._pystray_menu(entry.children),
+                                              enabled=entry.enabled))
+            else:
+                checked = entry.checked
+                items.append(pystray.MenuItem(
+                    entry.text,
+                    functools.partial(self._invoke, entry) if entry.action else None,
+                    checked=None if checked is None else (lambda _item, c=checked: c),
+                    enabled=entry.enabled))
+        return pystray.Menu(*items)
+
+    # -- actions ------------------------------------------------------------------------------
+    def _invoke(self, entry: vm.MenuEntry, icon: Any = None, item: Any = None) -> None:
+        """What a menu item does when clicked: queue its action (never block the menu)."""
+        if entry.action is not None:
+            self.perform(entry.action, entry.arg)
+
+    def perform(self, action: str, arg: str | None = None) -> None:
+        if action == vm.QUIT:
+            self.stop()  # at once, from any thread
+            return
+        self._actions.put((action, arg))
+
+    def _serve_actions(self) -> None:
+        while True:
+            job = self._actions.get()
+            if job is None or self._stop.is_set():
+                return
+            action, arg = job
+            try:
+                self._do(action, arg)
+            except RagdError as exc:
+                log.warning("%s failed: %s", action, exc)
+                self._notify(f"{exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
+            except Exception:
+                log.exception("%s failed", action)
+
+    def _do(self, action: str, arg: str | None) -> None:
+        if action == vm.REINDEX:
+            params: dict[str, Any] = {"wait": False}
+            if arg:
+                params["collection"] = arg
+            self._call("index", params)
+        elif action in (vm.PAUSE, vm.RESUME):
+            self._call(action)
+        elif action == vm.OPEN_CONFIG:
+            self._open(self._path("config"))
+        elif action == vm.OPEN_LOG:
+            self._open(self._path("log"))
+        elif action == vm.AUTOSTART:
+            current = self._read_autostart()
+            if current is not None and current.enabled:
+                self.autostart.disable()
+            else:
+                self.autostart.enable()
+            with self._lock:
+                self._autostart_state = self._read_autostart()
+            self._refresh()
+        elif action == vm.START_DAEMON:
+            self._start_requested = True
+            self._wake.set()
+        elif action == vm.QUIT_AND_STOP:
+            with contextlib.suppress(DaemonUnavailable):
+                self._call("shutdown")
+            self.stop()
+        else:
+            log.warning("unknown action %r", action)
+
+    def _call(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
+        ctl = self._ctl
+        if ctl is None:
+            raise DaemonUnavailable("the daemon is not connected", "start it from the menu")
+        result = ctl.call(method, params or {})
+        self._wake.set()  # show the effect without waiting for the next poll
+        return result
+
+    def _path(self, key: str) -> Path:
+        with self._lock:
+            source = self._source
+        paths = dict(self._local_paths)
+        if isinstance(source, Mapping):
+            paths.update({k: v for k, v in (source.get("paths") or {}).items() if v})
+        return Path(paths[key])
+
+    def _open(self, path: Path) -> None:
+        # A fresh install has no config file or log yet: open the folder that will hold it.
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path = path.parent
+        self.opener(str(path))
+
+    def _notify(self, message: str) -> None:
+        icon = self.icon
+        if icon is not None and getattr(icon, "HAS_NOTIFICATION", False):
+            with self._icon_lock, self._nudged(), contextlib.suppress(Exception):
+                icon.notify(message, "ragd")
+
+
+# -- entry points -------------------------------------------------------------------------------
+def _setup_logging(paths: Paths, verbose: bool) -> None:
+    root = logging.getLogger()
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    with contextlib.suppress(OSError):
+        paths.state_dir.mkdir(parents=True, exist_ok=True)
+        handler = logging.handlers.RotatingFileHandler(
+            paths.state_dir / "tray.log", maxBytes=1_000_000, backupCount=1, encoding="utf-8")
+        handler.setFormatter(fmt)
+        root.addHandler(handler)
+    if sys.stderr is not None and sys.stderr.isatty():
+        stream = logging.StreamHandler()
+        stream.setFormatter(fmt)
+        root.addHandler(stream)
+
+
+def _tray_lock(paths: Paths) -> Any:
+    """One tray per RAGD_HOME: a second one (autostart plus a manual start) exits quietly."""
+    from daemon.ipc.discovery import InstanceLock
+
+    paths.ensure()
+    path = paths.runtime_dir / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o600)
+    try:
+        if sys.platform == "win32":
+            import msvcrt
+
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
+        else:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return InstanceLock(path, fd)
+
+
+def run_tray(*, start_daemon: bool = True, verbose: bool = False) -> int:
+    """Run the tray until Quit. Raises RagdError when no icon can be shown."""
+    paths = resolve_paths()
+    load_pystray()  # fail before taking the lock or touching the daemon
+    lock = _tray_lock(paths)
+    if lock is None:
+        print("the ragd tray is already running", file=sys.stderr)
+        return 0
+    try:
+        _setup_logging(paths, verbose)
+        log.info("ragd tray %s starting (RAGD_HOME: %s)", __version__,
+                 os.environ.get("RAGD_HOME", "unset"))
+        return TrayApp(paths, start_daemon=start_daemon).run()
+    finally:
+        lock.release()
+
+
+def cmd_tray(args: argparse.Namespace) -> int:
+    """`ragd tray`."""
+    return run_tray(start_daemon=not getattr(args, "no_start", False),
+                    verbose=bool(getattr(args, "verbose", False)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The `ragd-tray` console script."""
+    parser = argparse.ArgumentParser(prog="ragd-tray",
+                                     description="ragd's status icon in the system tray.")
+    parser.add_argument("--version", action="version", version=f"ragd-tray {__version__}")
+    parser.add_argument("--no-start", action="store_true",
+                        help="do not start the daemon when none is running")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+    args = parser.parse_args(argv)
+    try:
+        return cmd_tray(args)
+    except RagdError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -160,11 +160,20 @@ class Daemon:
             self.fatal = str(exc)
             self.ready.set()
             return
-        self.ready.set()
-        self._watcher = Watcher(self.watch_roots, self.config.index.exclude, self.on_hints,
-                                self.config.daemon.debounce_ms)
-        self._watcher.start()
-        self.enqueue_all(SWEEP)  # catch up with what changed while the daemon was off
+        try:
+            self._watcher = Watcher(self.watch_roots, self.config.index.exclude, self.on_hints,
+                                    self.config.daemon.debounce_ms)
+            self._watcher.start()
+            self.enqueue_all(SWEEP)  # catch up with what changed while the daemon was off
+        except Exception as exc:
+            log.exception("could not start watching")
+            self.fatal = f"could not start watching: {exc}"
+            self.app.close()
+            return
+        finally:
+            # Ready only now: a status taken before the catch-up is queued would say "idle",
+            # and a client waiting for idle would search an index not yet built.
+            self.ready.set()
         last_save = time.monotonic()
         try:
             while not self._stop.is_set():

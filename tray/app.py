@@ -18,24 +18,25 @@ import argparse
 import contextlib
 import functools
 import logging
-import logging.handlers
 import os
 import queue
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from daemon import __version__
-from daemon.errors import ConfigError, DaemonUnavailable, RagdError
+from daemon.errors import DaemonUnavailable, RagdError
 from daemon.ipc.client import Client
 from daemon.launch import connect
 from daemon.paths import Paths, resolve_paths
 from tray import viewmodel as vm
 from tray.autostart import Autostart, AutostartStatus
+from tray.backends import CALL_TIMEOUT_S as ICON_CALL_TIMEOUT_S
+from tray.backends import IconDriver, driver_for
+from tray.desktop import load_pystray, open_path, setup_logging, tray_lock
 from tray.icons import icon_image, platform_size
 
 log = logging.getLogger(__name__)
@@ -44,68 +45,9 @@ CLIENT_NAME = "ragd-tray"
 POLL_S = 5.0  # status poll while connected: the fallback when an event is missed
 BACKOFF_MIN_S, BACKOFF_MAX_S = 0.5, 30.0  # reconnect delays after the daemon goes away
 CALL_TIMEOUT_S = 15.0
-LOCK_NAME = "tray.lock"
-NO_DISPLAY_HINT = ("run ragd-tray inside your desktop session (DISPLAY or WAYLAND_DISPLAY "
-                   "must be set); `ragd status` shows the same information in a terminal")
 
 Connector = Callable[..., Client]
 Opener = Callable[[str], None]
-
-
-def load_pystray() -> Any:
-    """Import pystray, or raise a RagdError that says why there can be no icon."""
-    backend = os.environ.get("PYSTRAY_BACKEND", "")
-    if (sys.platform.startswith("linux") and backend != "dummy"
-            and not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY")):
-        raise ConfigError("cannot show a tray icon: there is no display", NO_DISPLAY_HINT)
-    try:
-        import pystray
-    except Exception as exc:  # Xlib.error.DisplayNameError/DisplayConnectionError, ImportError
-        raise ConfigError(f"cannot show a tray icon: {type(exc).__name__}: {exc}",
-                          NO_DISPLAY_HINT) from exc
-    return pystray
-
-
-def open_path(path: str) -> None:
-    """Open a file or folder with the desktop's default application."""
-    if sys.platform == "win32":
-        os.startfile(path)  # type: ignore[attr-defined]
-        return
-    command = ["open", path] if sys.platform == "darwin" else ["xdg-open", path]
-    try:
-        subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True)
-    except OSError as exc:
-        raise RagdError(f"cannot open {path}: {command[0]} failed ({exc})",
-                        f"open it yourself: {path}") from exc
-
-
-class _XorgWaker:
-    """Sends no-op client messages to pystray's xorg icon window over a connection of its own
-    (see :meth:`TrayApp._nudged`); pystray ignores client messages it does not know."""
-
-    def __init__(self, window_id: int) -> None:
-        from Xlib import X, display
-        from Xlib.protocol import event
-
-        self._x, self._event = X, event
-        self._display = display.Display()
-        self._display.set_error_handler(lambda *args: None)  # the window may be gone already
-        self._window = self._display.create_resource_object("window", window_id)
-        self._atom = self._display.intern_atom("_RAGD_TRAY_WAKE")
-        self._lock = threading.Lock()
-
-    def wake(self) -> None:
-        message = self._event.ClientMessage(window=self._window, client_type=self._atom,
-                                            data=(32, [0, 0, 0, 0, 0]))
-        with self._lock, contextlib.suppress(Exception):
-            # No event mask: the message goes to the client that created the window.
-            self._window.send_event(message, event_mask=self._x.NoEventMask)
-            self._display.flush()
-
-    def close(self) -> None:
-        with self._lock, contextlib.suppress(Exception):
-            self._display.close()
 
 
 class TrayApp:
@@ -137,8 +79,6 @@ class TrayApp:
         self._lock = threading.RLock()
         self._publish_lock = threading.Lock()
         self._icon_lock = threading.Lock()
-        self._loop_done = threading.Event()
-        self._loop_thread: threading.Thread | None = None
         self._changed = threading.Condition()
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -164,32 +104,18 @@ class TrayApp:
         view = self.view
         self.icon = pystray.Icon("ragd", icon=self._image(view), title=view.title,
                                  menu=self._pystray_menu(view.menu))
-        self._loop_thread = threading.current_thread()
         try:
             self.icon.run(setup=self._setup)
         finally:
-            self._loop_done.set()
-        self.stop()
-        if self._waker is not None:
-            self._waker.close()
+            self.stop()
+            if self._driver is not None:
+                self._driver.close()
         return 0
 
     def _setup(self, icon: Any) -> None:
-        # pystray's xorg backend sets the loop thread it dispatches to just *after* letting
-        # setup run: wait for it, or the first update races into an AttributeError.
-        deadline = time.monotonic() + 5.0
-        while (hasattr(icon, "_rewrite_implementation") and not hasattr(icon, "_thread")
-               and time.monotonic() < deadline):
-            time.sleep(0.01)
-        if hasattr(icon, "_window") and hasattr(icon, "_display"):  # the xorg backend
-            try:
-                self._waker = _XorgWaker(icon._window.id)
-            except Exception:
-                log.warning("cannot open a second X connection to wake the tray loop",
-                            exc_info=True)
-        with self._nudged():
-            icon.visible = True
-        self._icon_ready = True
+        self._driver = driver = driver_for(icon)
+        with self._icon_lock:
+            driver.show()
         self._render(None, self.view)  # whatever changed while the loop was starting
         self.start_background()
 
@@ -204,22 +130,14 @@ class TrayApp:
             if client is not None:
                 client.close()
         if self.icon is not None:
-            # After any update in flight: pystray's xorg backend hands results back through
-            # one shared queue, so two threads calling into it at once can swap them.
-            locked = self._icon_lock.acquire(timeout=5.0)
+            driver = self._driver or IconDriver(self.icon)
+            # After any update in flight, never beside one (see tray.backends).
+            locked = self._icon_lock.acquire(timeout=ICON_CALL_TIMEOUT_S)
             try:
-                with self._nudged(), contextlib.suppress(Exception):  # gtk: no notifications
-                    self.icon.stop()
+                driver.stop()
             finally:
                 if locked:
                     self._icon_lock.release()
-            waker = self._waker
-            if waker is not None and threading.current_thread() is not self._loop_thread:
-                # The window's destruction, queued by the loop thread itself, can be stuck
-                # like any update (see _nudged): wake the loop until it has ended.
-                deadline = time.monotonic() + 5.0
-                while not self._loop_done.wait(0.1) and time.monotonic() < deadline:
-                    waker.wake()
 
     def join(self, timeout: float = 5.0) -> None:
         for thread in self._threads:
@@ -364,64 +282,28 @@ class TrayApp:
         with self._changed:
             self._changed.notify_all()
 
-    _icon_ready = False
-    _waker: _XorgWaker | None = None
+    _driver: IconDriver | None = None
 
     def _render(self, old: vm.TrayView | None, view: vm.TrayView) -> None:
-        icon = self.icon
-        if icon is None or not self._icon_ready or self._stop.is_set():
+        driver = self._driver
+        if driver is None or self._stop.is_set():
             return
 
         def apply() -> None:
             if old is None or (old.icon, old.progress) != (view.icon, view.progress):
-                icon.icon = self._image(view)
+                driver.set_image(self._image(view))
             if old is None or old.title != view.title:
-                icon.title = view.title
+                driver.set_title(view.title)
             if old is None or old.menu != view.menu:
-                icon.menu = self._pystray_menu(view.menu)
+                driver.set_menu(self._pystray_menu(view.menu))
 
-        with self._icon_lock:  # one caller into pystray at a time (see stop)
+        with self._icon_lock:  # one caller into pystray at a time
             if self._stop.is_set():
                 return
             try:
-                with self._nudged():
-                    self._on_gui_thread(apply)
+                self._on_gui_thread(apply)
             except Exception:  # a backend hiccup must not kill the follower
                 log.exception("could not update the tray icon")
-
-    @contextlib.contextmanager
-    def _nudged(self) -> Iterator[None]:
-        """Keep waking pystray's xorg loop until the call inside has been served.
-
-        The xorg backend hands each update to its loop thread as an X client message and waits
-        for the answer. python-xlib's threaded flush returns without sending when another
-        thread is mid-send, so a request (the message, or what the loop's handler then draws
-        or destroys) can stay queued until the loop thread wakes for some other X event: on an
-        idle desktop, never (seen about once in ten runs). A no-op client message sent over a
-        connection of our own wakes the loop, which then sends what was queued. Other backends
-        skip this.
-        """
-        waker = self._waker
-        if waker is None:
-            yield
-            return
-        done = threading.Event()
-
-        def nudge() -> None:
-            while not done.wait(0.1):
-                waker.wake()
-            # The handler's own requests (a redraw, a destroy) can be stuck the same way
-            # after the answer came back: wake the loop once more shortly after.
-            for delay in (0.05, 0.25):
-                time.sleep(delay)
-                waker.wake()
-
-        helper = threading.Thread(target=nudge, name="ragd-tray-xwake", daemon=True)
-        helper.start()
-        try:
-            yield
-        finally:
-            done.set()
 
     def _on_gui_thread(self, fn: Callable[[], None]) -> None:
         if self.platform == "darwin":
@@ -536,61 +418,23 @@ class TrayApp:
         self.opener(str(path))
 
     def _notify(self, message: str) -> None:
-        icon = self.icon
-        if icon is not None and getattr(icon, "HAS_NOTIFICATION", False):
-            with self._icon_lock, self._nudged(), contextlib.suppress(Exception):
-                icon.notify(message, "ragd")
+        driver = self._driver
+        if driver is not None:
+            with self._icon_lock:
+                driver.notify(message)
 
 
 # -- entry points -------------------------------------------------------------------------------
-def _setup_logging(paths: Paths, verbose: bool) -> None:
-    root = logging.getLogger()
-    root.setLevel(logging.DEBUG if verbose else logging.INFO)
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    with contextlib.suppress(OSError):
-        paths.state_dir.mkdir(parents=True, exist_ok=True)
-        handler = logging.handlers.RotatingFileHandler(
-            paths.state_dir / "tray.log", maxBytes=1_000_000, backupCount=1, encoding="utf-8")
-        handler.setFormatter(fmt)
-        root.addHandler(handler)
-    if sys.stderr is not None and sys.stderr.isatty():
-        stream = logging.StreamHandler()
-        stream.setFormatter(fmt)
-        root.addHandler(stream)
-
-
-def _tray_lock(paths: Paths) -> Any:
-    """One tray per RAGD_HOME: a second one (autostart plus a manual start) exits quietly."""
-    from daemon.ipc.discovery import InstanceLock
-
-    paths.ensure()
-    path = paths.runtime_dir / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o600)
-    try:
-        if sys.platform == "win32":
-            import msvcrt
-
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
-        else:
-            import fcntl
-
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return InstanceLock(path, fd)
-
-
 def run_tray(*, start_daemon: bool = True, verbose: bool = False) -> int:
     """Run the tray until Quit. Raises RagdError when no icon can be shown."""
     paths = resolve_paths()
     load_pystray()  # fail before taking the lock or touching the daemon
-    lock = _tray_lock(paths)
+    lock = tray_lock(paths)
     if lock is None:
         print("the ragd tray is already running", file=sys.stderr)
         return 0
     try:
-        _setup_logging(paths, verbose)
+        setup_logging(paths, verbose)
         log.info("ragd tray %s starting (RAGD_HOME: %s)", __version__,
                  os.environ.get("RAGD_HOME", "unset"))
         return TrayApp(paths, start_daemon=start_daemon).run()

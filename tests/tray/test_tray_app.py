@@ -20,8 +20,9 @@ from daemon.ipc.client import Client
 from daemon.ipc.discovery import find_daemon
 from daemon.paths import resolve_paths
 from tray import viewmodel as vm
-from tray.app import TrayApp, _tray_lock
+from tray.app import TrayApp
 from tray.autostart import Autostart
+from tray.desktop import tray_lock
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "faiss", "whoosh", "sentence_transformers", "numpy", "mcp", "pystray", "PIL",
@@ -87,13 +88,13 @@ def test_an_unreachable_display_gives_a_clear_message() -> None:
 
 def test_one_tray_per_ragd_home() -> None:
     paths = resolve_paths()
-    first = _tray_lock(paths)
+    first = tray_lock(paths)
     assert first is not None
     try:
-        assert _tray_lock(paths) is None
+        assert tray_lock(paths) is None
     finally:
         first.release()
-    again = _tray_lock(paths)
+    again = tray_lock(paths)
     assert again is not None
     again.release()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import configparser
 import datetime as dt
+import faulthandler
 import importlib
 import os
 import shutil
@@ -62,6 +63,15 @@ def click(icon: Any, text: str) -> Any:
     return item
 
 
+def until(app: TrayApp, predicate: Any, timeout: float) -> Any:
+    """app.wait_for_view, with every thread's stack in the report when it times out."""
+    try:
+        return app.wait_for_view(predicate, timeout)
+    except TimeoutError:
+        faulthandler.dump_traceback(all_threads=True)
+        raise
+
+
 def same_image(a: Any, b: Any) -> bool:
     from PIL import ImageChops
 
@@ -105,7 +115,7 @@ def test_real_icon_follows_and_drives_the_daemon(
         wait_for(lambda: app.icon is not None and tray_host.docked, 30, "the icon to dock")
         icon = app.icon
         # (The daemon may say idle for a moment before its start-up sweep is queued.)
-        app.wait_for_view(lambda v: v.state == "idle" and "8 sources" in v.title, 60)
+        until(app, lambda v: v.state == "idle" and "8 sources" in v.title, 60)
 
         # Idle: the image, the tooltip and the screen agree.
         assert icon.title.startswith("ragd: Idle: 8 sources indexed"), icon.title
@@ -127,7 +137,7 @@ def test_real_icon_follows_and_drives_the_daemon(
         # Pause from the menu: the daemon pauses, the icon turns amber.
         click(icon, "Pause indexing")
         wait_for(lambda: daemon.call("status")["paused"], 10, "the daemon to pause")
-        app.wait_for_view(lambda v: v.state == "paused", 10)
+        until(app, lambda v: v.state == "paused", 10)
         assert same_image(icon.icon, icon_image("paused", 64))
         assert icon.title.startswith("ragd: Paused")
         wait_for(lambda: close_to(colour_on_screen(tray_host), COLOURS["paused"]), 10,
@@ -144,7 +154,7 @@ def test_real_icon_follows_and_drives_the_daemon(
                          daemon.call("status")["queue"], 10, "two reindex jobs in the queue")
         assert {job["collection"] for job in queue} == {None, "obsidian"}
         assert all(job["priority"] == "explicit" for job in queue)
-        app.wait_for_view(lambda v: v.state == "paused" and "remaining" in v.title, 10)
+        until(app, lambda v: v.state == "paused" and "remaining" in v.title, 10)
 
         # last_indexed has one-second resolution: let the clock pass the first run's second.
         done_at = dt.datetime.fromisoformat(before).timestamp()
@@ -154,7 +164,7 @@ def test_real_icon_follows_and_drives_the_daemon(
                                    s["collections"][0]["last_indexed"] != before else None)(
             daemon.call("status")), 60, "the reindex to run")
         assert status["paused"] is False
-        app.wait_for_view(lambda v: v.state == "idle", 20)
+        until(app, lambda v: v.state == "idle", 20)
         assert "indexing" in states[states.index("paused"):], states
         wait_for(lambda: close_to(colour_on_screen(tray_host), COLOURS["idle"]), 10,
                  "the idle colour again")
@@ -164,7 +174,7 @@ def test_real_icon_follows_and_drives_the_daemon(
         (vault / "Inbox" / "Tray note.md").write_text("# Tray note\n\nZebra crossings.",
                                                       encoding="utf-8")
         wait_for(lambda: "indexing" in states[seen:], 10, "the tray to show indexing")
-        app.wait_for_view(lambda v: v.state == "idle" and "9 sources" in v.title, 30)
+        until(app, lambda v: v.state == "idle" and "9 sources" in v.title, 30)
         icon_image("indexing", 64, 0.6).save(artifacts / "icon-indexing.png")
         for state in ("error", "unreachable", "starting"):
             icon_image(state, 64).save(artifacts / f"icon-{state}.png")
@@ -182,7 +192,7 @@ def test_real_icon_follows_and_drives_the_daemon(
         assert find_item(icon.menu, "Start at login").checked is False
         click(icon, "Start at login")
         wait_for(lambda: entry.is_file(), 10, "the autostart entry")
-        app.wait_for_view(lambda v: any(e.checked for e in v.menu if e.text == "Start at login"),
+        until(app, lambda v: any(e.checked for e in v.menu if e.text == "Start at login"),
                           10)
         assert find_item(icon.menu, "Start at login").checked is True
         parser = configparser.ConfigParser(interpolation=None)
@@ -195,7 +205,7 @@ def test_real_icon_follows_and_drives_the_daemon(
             assert check.returncode == 0, check.stdout + check.stderr
         click(icon, "Start at login")
         wait_for(lambda: not entry.exists(), 10, "the autostart entry to go")
-        app.wait_for_view(lambda v: not any(e.checked for e in v.menu
+        until(app, lambda v: not any(e.checked for e in v.menu
                                             if e.text == "Start at login"), 10)
 
         # Quit: the icon's loop ends; the daemon keeps running for the other clients.

@@ -364,13 +364,16 @@ def compare_scifact(peer_py: Path, endpoint: EmbedEndpoint, root: Path, work: Pa
     qids = list(queries)
     job = {"vault": str(folder), "model": "all-MiniLM-L6-v2", "base_url": endpoint.url}
     print(f"peer: indexing SciFact ({len(docs):,} notes) ...", file=sys.stderr, flush=True)
+    before = endpoint.stats()
     peer = Worker(peer_py, "--peer-worker", {**job, "workdir": str(work / "peer-scifact")},
                   logs / "peer-worker.log")
+    after = endpoint.stats()
     print("ragd: indexing SciFact ...", file=sys.stderr, flush=True)
     ragd = Worker(Path(sys.executable), "--ragd-worker",
                   {**job, "home": str(home), "collection": collection}, logs / "ragd-worker.log")
     searched = interleaved({"ragd": ragd, "peer": peer}, [queries[q] for q in qids], 1)
-    out: dict[str, Any] = {"documents": len(docs), "queries": len(qids)}
+    out: dict[str, Any] = {"documents": len(docs), "queries": len(qids),
+                           "peer_endpoint": {k: after[k] - before[k] for k in after}}
     for name, w in (("ragd", ragd), ("peer", peer)):
         w.finish()
         out[name] = {"ingest": w.ready["ingest"], "modes": {}}
@@ -432,6 +435,10 @@ def print_tables(res: dict[str, Any]) -> None:
         print(table(f"SciFact test ({s['queries']} queries, {s['documents']:,} documents)", rows,
                     ["mode", "ragd nDCG@10", "peer nDCG@10", "ragd/peer", "ragd R@10",
                      "peer R@10"]))
+        ep = s["peer_endpoint"]
+        print(f"peer SciFact ingest: {s['peer']['ingest']['seconds']:.0f} s, "
+              f"{s['peer']['ingest']['chunks']:,} chunks, {ep['over_token_limit']:,} of "
+              f"{ep['texts']:,} texts over the model's 256-token limit")
 
 
 def main() -> None:

@@ -17,8 +17,9 @@ How the indexes are built, all under --home (default ~/.cache/ragd-bench/latency
 between runs, as building is the expensive part):
 1. `base/`: the distinct text, indexed through ragd's real pipeline (`App.sync_collection`
    of project collections), embedding each chunk once: obsidian-help-en and kepano-obsidian
-   (--quick), plus SciFact (one note per document) and obsidian-hub (the full run) -
-   about 1.8k / 48k distinct chunks. A second pipeline pass over obsidian-help-en under
+   (--quick), plus SciFact (one note per document) in the full run, and obsidian-hub with
+   --with-hub - about 1.8k / 12k / 48k distinct chunks. A second pipeline pass over
+   obsidian-help-en under
    another collection checks that a copy costs no embedding (the cache key is the hash of
    the embedded text, "title > headings" + blank line + chunk text).
 2. `size-*/`: one RAGD_HOME per size, filled with whole collections: first the distinct
@@ -81,8 +82,12 @@ def load_queries(n: int) -> list[str]:
 
 
 # -- the distinct text --------------------------------------------------------------------------
-def pool(quick: bool, base: Path) -> list[tuple[str, Path]]:
-    """(collection, folder) of the distinct text, in fill order."""
+def pool(quick: bool, base: Path, with_hub: bool = False) -> list[tuple[str, Path]]:
+    """(collection, folder) of the distinct text, in fill order.
+
+    obsidian-hub (about 35k more chunks) is opt-in: embedding it takes half an hour on two
+    cores, and the 12k distinct chunks of the other three already keep the copies varied.
+    """
     units = [("obsidian-help-en", corpus("vault", "obsidian-help-en")),
              ("kepano-obsidian", corpus("vault", "kepano-obsidian"))]
     if not quick:
@@ -90,7 +95,8 @@ def pool(quick: bool, base: Path) -> list[tuple[str, Path]]:
 
         docs, _, _ = load_scifact(quick=False)
         units.append(("scifact", write_notes(docs, base / "notes" / "scifact")))
-        units.append(("obsidian-hub", corpus("vault", "obsidian-hub")))
+        if with_hub:
+            units.append(("obsidian-hub", corpus("vault", "obsidian-hub")))
     return units
 
 
@@ -494,6 +500,8 @@ def main() -> None:
     ap.add_argument("--home", type=Path, default=Path(os.environ.get(
         "XDG_CACHE_HOME", Path.home() / ".cache")) / "ragd-bench" / "latency")
     ap.add_argument("--queries", type=int, default=100, help="queries per path")
+    ap.add_argument("--with-hub", action="store_true",
+                    help="add obsidian-hub to the distinct text (about 35k chunks to embed)")
     args = ap.parse_args()
     labels = ["10k"] if args.quick else [s.strip().lower() for s in args.sizes.split(",")]
     unknown = [s for s in labels if s not in SIZES]
@@ -504,7 +512,7 @@ def main() -> None:
     logs = root / "logs"
     logs.mkdir(exist_ok=True)
     queries = load_queries(args.queries)
-    units = pool(args.quick, root / "base")
+    units = pool(args.quick, root / "base", args.with_hub)
     t0 = time.perf_counter()
     base_info = build_base(root / "base", units)
     base_s = time.perf_counter() - t0

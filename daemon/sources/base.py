@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Protocol
 
 from daemon.models import Document, Skip
-from daemon.sources.vault import WalkResult, obsidian_uri, parse_note, read_bytes, walk_vault
+from daemon.sources.files import WalkResult, read_bytes, walk_vault
+from daemon.sources.vault import obsidian_uri, parse_note
 
 
 class SourceKind(Protocol):

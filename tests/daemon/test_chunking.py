@@ -18,9 +18,9 @@ from daemon.chunking import (
     CHUNKER_VERSION,
     chunk_markdown,
     embed_prefix,
-    find_headings,
     tokenizer_counter,
 )
+from daemon.headings import find_headings
 from daemon.models import ChunkDraft
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "vault" / "obsidian-help-en"

@@ -201,7 +201,7 @@ async def _with_progress(server: Server[Any, Any], spec: ToolSpec, arguments: di
 
 async def _forward_progress(link: DaemonLink, session: Any, token: str | int,
                             collection: Any) -> None:
-    from daemon.ipc.client import AsyncClient
+    from daemon.ipc.async_client import AsyncClient
 
     # The index call itself opens the connection (and starts the daemon if needed).
     with anyio.move_on_after(60):

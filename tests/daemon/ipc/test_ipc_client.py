@@ -14,7 +14,8 @@ import pytest
 
 from daemon.errors import DaemonUnavailable, InvalidArgument
 from daemon.ipc.address import is_pipe_address
-from daemon.ipc.client import AsyncClient, Client
+from daemon.ipc.async_client import AsyncClient
+from daemon.ipc.client import Client
 
 WAIT = 10.0
 HEAVY = ("torch", "faiss", "whoosh", "sentence_transformers", "numpy", "mcp")
@@ -34,6 +35,9 @@ def test_importing_the_client_loads_nothing_heavy() -> None:
     # Lighter still: validation models and asyncio are loaded only when used.
     assert "pydantic" not in loaded
     assert "asyncio" not in loaded
+    loaded = _modules_after_import("daemon.ipc.async_client")
+    assert sorted(m for m in loaded if m.split(".")[0] in HEAVY) == []
+    assert "pydantic" not in loaded
 
 
 def test_no_daemon_gives_daemon_unavailable_with_a_hint(tmp_path: Path) -> None:

@@ -28,10 +28,12 @@ from daemon.errors import (
     NotFound,
     RagdError,
 )
+from daemon.ipc import async_client as async_client_module
 from daemon.ipc import client as client_module
 from daemon.ipc import protocol as p
 from daemon.ipc.address import validate_pipe_name
-from daemon.ipc.client import AsyncClient, Client
+from daemon.ipc.async_client import AsyncClient
+from daemon.ipc.client import Client
 from daemon.ipc.server import IpcServer
 from daemon.paths import Paths
 
@@ -84,8 +86,9 @@ def test_protocol_mismatch_is_refused_with_a_restart_hint(raw) -> None:
 def test_clients_raise_protocol_mismatch(server, monkeypatch: pytest.MonkeyPatch) -> None:
     from daemon.errors import ProtocolMismatch
 
-    monkeypatch.setattr(client_module, "_hello_params",
-                        lambda name: {"client": name, "protocol": 99})
+    for module in (client_module, async_client_module):
+        monkeypatch.setattr(module, "_hello_params",
+                            lambda name: {"client": name, "protocol": 99})
     with pytest.raises(ProtocolMismatch) as caught:
         Client(server.address)
     assert caught.value.hint == p.RESTART_HINT

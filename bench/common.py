@@ -67,8 +67,11 @@ def _fmt(v: Any) -> str:
 
 
 def write_json(name: str, data: dict[str, Any]) -> Path:
+    """Write bench/results/NAME.json, keeping the run before as NAME.previous.json."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
+    if path.exists():
+        path.replace(RESULTS / f"{name}.previous.json")
     path.write_text(json.dumps({"machine": machine(), **data}, indent=2), encoding="utf-8")
     return path
 
@@ -76,6 +79,15 @@ def write_json(name: str, data: dict[str, Any]) -> Path:
 def bar_plot(name: str, title: str, labels: Sequence[str], values: Sequence[float],
              ylabel: str) -> Path | None:
     """A PNG bar chart beside the JSON (skipped with a note if matplotlib is absent)."""
+    return bar_plots(name, [(title, labels, values, ylabel)])
+
+
+Panel = tuple[str, Sequence[str], Sequence[float], str]  # title, labels, values, ylabel
+
+
+def bar_plots(name: str, panels: Sequence[Panel], suptitle: str | None = None) -> Path | None:
+    """Bar charts side by side in one PNG beside the JSON, one per (title, labels, values,
+    ylabel): for figures in different units. Skipped with a note if matplotlib is absent."""
     try:
         import matplotlib
 
@@ -84,15 +96,26 @@ def bar_plot(name: str, title: str, labels: Sequence[str], values: Sequence[floa
     except ImportError:
         print("(matplotlib not installed: no plot; `pip install -e .[bench]`)")
         return None
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    ax.bar(labels, values, color="#4a7bd0")
-    ax.set_title(title)
-    ax.set_ylabel(ylabel)
-    for i, v in enumerate(values):
-        ax.text(i, v, f"{v:,.1f}", ha="center", va="bottom", fontsize=8)
+    widths = [max(2.0, 0.9 * len(p[1])) for p in panels]
+    fig, axes = plt.subplots(1, len(panels), squeeze=False, width_ratios=widths,
+                             figsize=(max(7.0, 1.2 * sum(widths)), 3.5))
+    for ax, (title, labels, values, ylabel) in zip(axes[0], panels, strict=True):
+        ax.bar(list(labels), list(values), color="#4a7bd0")
+        ax.set_title(title, fontsize=10)
+        ax.set_ylabel(ylabel)
+        ax.tick_params(axis="x", labelsize=8)
+        for i, v in enumerate(values):
+            ax.text(i, v, bar_label(v), ha="center", va="bottom", fontsize=8)
+    if suptitle:
+        fig.suptitle(suptitle, fontsize=10)
     fig.tight_layout()
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def bar_label(v: float) -> str:
+    """A bar's value: one decimal from 10 up, three significant digits below."""
+    return f"{v:,.1f}" if abs(v) >= 10 else f"{v:.3g}"

@@ -11,13 +11,14 @@ shared corpus, else a generated one) are set up first and stopped at the end.
 
     .venv/bin/python bench/mcp_bridge.py [--runs 10] [--searches 60] [--vault PATH]
 
-Prints a table and writes bench/results/mcp_bridge.json.
+Prints a table, writes bench/results/mcp_bridge.json (the run before kept as
+mcp_bridge.previous.json) and a PNG beside it: cold start against the SDK floors, and search
+p50/p95 through the bridge against the socket.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import resource
@@ -33,7 +34,10 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "bench" / "results" / "mcp_bridge.json"
+sys.path.insert(0, str(REPO))
+
+from bench.common import bar_plots, write_json  # noqa: E402
+
 DEFAULT_VAULT = REPO.parent / "shared" / "corpus" / "vault" / "kepano-obsidian"
 BRIDGE = Path(sys.executable).parent / "ragd-mcp"
 
@@ -239,10 +243,21 @@ def main(argv: list[str] | None = None) -> int:
                   "cpus": os.cpu_count(), "load_avg": _load(), "time": time.strftime("%F %T")},
     }
     print(table(report))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {RESULTS.relative_to(REPO)}", file=sys.stderr)
+    path = write_json("mcp_bridge", report)
+    plot(report)
+    print(f"wrote {path.relative_to(REPO)}", file=sys.stderr)
     return 0
+
+
+def plot(report: dict[str, Any]) -> None:
+    cold, search = report["cold_start"], report["rag_search"]
+    socket, bridge = search["direct_socket"], search["through_bridge"]
+    bar_plots("mcp_bridge", [
+        ("cold start to tools/list, median (ms)", ["SDK low-level", "SDK FastMCP", "ragd-mcp"],
+         [cold[k]["tools_list"]["median_ms"]
+          for k in ("sdk_lowlevel_min", "sdk_fastmcp_min", "ragd_mcp")], "ms"),
+        ("rag_search round trip (ms)", ["socket p50", "bridge p50", "socket p95", "bridge p95"],
+         [socket["p50_ms"], bridge["p50_ms"], socket["p95_ms"], bridge["p95_ms"]], "ms")])
 
 
 def _version(package: str) -> str:

@@ -1,6 +1,7 @@
 """Tray benchmark: what the tray costs while nothing happens, and how fast it notices a save.
 
-Prints a table and writes bench/results/tray.json.
+Prints a table, writes bench/results/tray.json (the run before kept as tray.previous.json) and
+a PNG beside it (save-to-indexing delay, idle CPU).
 
     python bench/tray.py [--seconds 30] [--saves 10] [--notes 200]
 
@@ -28,7 +29,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from bench.common import median, pct, table, write_json  # noqa: E402
+from bench.common import Panel, bar_plots, median, pct, table, write_json  # noqa: E402
 
 XVFB = "/usr/bin/Xvfb"
 
@@ -217,8 +218,19 @@ def main() -> int:
         "save_to_indexing_median_s": median(delays), "save_to_indexing_p90_s": pct(delays, 90),
         "vault_notes": args.notes + 8, "backend": "xorg on Xvfb" if idle else None,
         "command": " ".join(["python", "bench/tray.py", *sys.argv[1:]])})
+    plot(delays, idle)
     print(f"wrote {path}")
     return 0
+
+
+def plot(delays: list[float], idle: dict[str, Any] | None) -> None:
+    """bench/results/tray.png: the save-to-indexing delay and, when measured, the idle CPU."""
+    panels: list[Panel] = [("save -> tray shows indexing (ms)", ["median", "p90", "max"],
+                            [1000 * median(delays), 1000 * pct(delays, 90), 1000 * max(delays)],
+                            "ms")]
+    if idle is not None:
+        panels.append(("tray idle CPU", ["% of one core"], [idle["cpu_percent"]], "%"))
+    bar_plots("tray", panels)
 
 
 if __name__ == "__main__":

@@ -64,15 +64,15 @@ PUBLISHED_SOURCES = {
 
 
 # -- data ---------------------------------------------------------------------------------------
-def load_scifact(quick: bool) -> tuple[dict[str, tuple[str, str]], dict[str, str],
-                                       dict[str, dict[str, int]]]:
-    """(docs id -> (title, text), test queries id -> text, qrels) from the shared corpus."""
+def load_scifact(quick: bool, split: str = "test"
+                 ) -> tuple[dict[str, tuple[str, str]], dict[str, str], dict[str, dict[str, int]]]:
+    """(docs id -> (title, text), the split's queries id -> text, qrels) from the shared corpus."""
     root = corpus("beir", "scifact")
-    for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
+    for name in ("corpus.jsonl", "queries.jsonl", f"qrels/{split}.tsv"):
         if not (root / name).is_file():
             sys.exit(f"error: {root / name} is missing (expected the BEIR layout)")
     qrels: dict[str, dict[str, int]] = {}
-    with open(root / "qrels" / "test.tsv", encoding="utf-8") as fh:
+    with open(root / "qrels" / f"{split}.tsv", encoding="utf-8") as fh:
         for n, line in enumerate(fh):
             parts = line.rstrip("\n").split("\t")
             if n == 0 and parts[0] == "query-id":

@@ -172,6 +172,8 @@ def latency_rows(d: dict[str, Any]) -> list[Row]:
                   joined([dig(size, *path, "p50") for path in PATHS])),
                  (f"{label}: hybrid p95 in process / socket / MCP (ms)",
                   joined([dig(size, *path, "p95") for path in PATHS])),
+                 (f"{label}: in process keyword / semantic p50 (ms)",
+                  joined([dig(size, "inprocess", m, "p50") for m in ("keyword", "semantic")])),
                  (f"{label}: RSS in process / daemon (MB)",
                   joined([dig(size, "inprocess", "memory", "peak_mb"),
                           dig(size, "daemon_memory", "rss_mb")], ",.0f")),
@@ -207,6 +209,20 @@ def tray_rows(d: dict[str, Any]) -> list[Row]:
                     ",.0f", 1000))]
 
 
+def tune_rows(d: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    for h in d.get("held_out") or []:
+        name = f"rrf_k={h.get('rrf_k')}, keyword_weight={h.get('keyword_weight')}"
+        rows.append((f"{name}: SciFact test nDCG@10 / known-item MRR@10",
+                     joined([dig(h, "test", "ndcg@10"), h.get("known_items_mrr@10")], ".3f")))
+    grid = [g.get("train_ndcg@10") for g in d.get("grid") or []]
+    if grid and all(isinstance(v, int | float) for v in grid):
+        rows.append(("train nDCG@10 over the grid: min / max", joined([min(grid), max(grid)],
+                                                                        ".3f")))
+    rows.append(("verdict", str(d.get("verdict", "-"))))
+    return rows
+
+
 @dataclass(frozen=True)
 class Bench:
     name: str
@@ -220,7 +236,8 @@ BENCHES = [Bench("ingest", "bench/ingest.py", ingest_rows),
            Bench("peer", "bench/peer.py", peer_rows),
            Bench("query_latency", "bench/query_latency.py", latency_rows),
            Bench("mcp_bridge", "bench/mcp_bridge.py", bridge_rows),
-           Bench("tray", "bench/tray.py", tray_rows)]
+           Bench("tray", "bench/tray.py", tray_rows),
+           Bench("tune_fusion", "bench/tune_fusion.py", tune_rows)]
 
 
 @dataclass

@@ -85,16 +85,25 @@ def bar_plot(name: str, title: str, labels: Sequence[str], values: Sequence[floa
 Panel = tuple[str, Sequence[str], Sequence[float], str]  # title, labels, values, ylabel
 
 
-def bar_plots(name: str, panels: Sequence[Panel], suptitle: str | None = None) -> Path | None:
-    """Bar charts side by side in one PNG beside the JSON, one per (title, labels, values,
-    ylabel): for figures in different units. Skipped with a note if matplotlib is absent."""
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend, or None (with a note on stderr) when absent."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("(matplotlib not installed: no plot; `pip install -e .[bench]`)")
+        print("note: matplotlib not installed: no plot (`pip install -e .[bench]`)",
+              file=sys.stderr)
+        return None
+    return plt
+
+
+def bar_plots(name: str, panels: Sequence[Panel], suptitle: str | None = None) -> Path | None:
+    """Bar charts side by side in one PNG beside the JSON, one per (title, labels, values,
+    ylabel): for figures in different units. Skipped with a note if matplotlib is absent."""
+    plt = pyplot()
+    if plt is None:
         return None
     widths = [max(2.0, 0.9 * len(p[1])) for p in panels]
     fig, axes = plt.subplots(1, len(panels), squeeze=False, width_ratios=widths,

@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "bench" / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import REPO, RESULTS, pyplot  # noqa: E402
+
 DOCS = REPO / "docs" / "benchmarks.md"
 FIGURE = REPO / "docs" / "img" / "benchmarks.png"
 BEGIN, END = "<!-- report:begin -->", "<!-- report:end -->"
@@ -501,13 +503,8 @@ PANELS: list[tuple[str, Callable[[Any, Result], bool]]] = [
 
 def figure(results: list[Result], path: Path) -> Path | None:
     """The 2x3 summary figure; None (with a note) when matplotlib is absent."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        note("matplotlib not installed: no figure (`pip install -e .[bench]`)")
+    plt = pyplot()
+    if plt is None:
         return None
     by_name = {r.bench.name: r for r in results}
     fig, axes = plt.subplots(2, 3, figsize=(15, 8.5))

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import RESULTS, table, write_json  # noqa: E402
+from bench.common import RESULTS, pyplot, table, write_json  # noqa: E402
 from bench.metrics import evaluate, mrr  # noqa: E402
 from bench.quality import (  # noqa: E402
     DEFAULT_KNOWN_ITEMS,
@@ -49,23 +49,25 @@ MIN_GAIN = 0.005  # train nDCG@10 a setting must gain over the defaults to repla
 Legs = dict[str, list[int]]
 
 
-def run_legs(app: Any, queries: Sequence[str]) -> tuple[list[Legs], dict[int, str]]:
-    """Each query's keyword, semantic and exact lists of chunk ids, and chunk id -> document."""
+def run_legs(app: Any, queries: Sequence[str], document: Callable[[str], str] = str
+             ) -> tuple[list[Legs], dict[int, str]]:
+    """Each query's keyword, semantic and exact lists of chunk ids, and chunk id ->
+    ``document(path of its source, relative to the collection root)``."""
     from daemon.search.filters import Filters
 
     engine = app.search_engine
     app.embedder.warm_up()
+    none = Filters()
     out: list[Legs] = []
     for n, q in enumerate(queries, 1):
         query = " ".join(q.split())
-        out.append({"keyword": engine.keyword_leg(query, LEG_DEPTH, Filters()),
-                    "semantic": engine.semantic_leg(query, LEG_DEPTH, Filters()),
-                    "exact": engine.exact_leg(query, LEG_DEPTH, Filters())})
+        out.append({"keyword": engine.keyword_leg(query, LEG_DEPTH, none),
+                    "semantic": engine.semantic_leg(query, LEG_DEPTH, none),
+                    "exact": engine.exact_leg(query, LEG_DEPTH, none)})
         if n % 200 == 0:
             print(f"  {n:,}/{len(queries):,} queries", file=sys.stderr, flush=True)
     ids = sorted({i for legs in out for ranked in legs.values() for i in ranked})
-    rows = app.catalog.chunks_by_id(ids)
-    return out, {i: Path(r.path).stem for i, r in rows.items()}
+    return out, {i: document(r.path) for i, r in app.catalog.chunks_by_id(ids).items()}
 
 
 def fuse(legs: Legs, doc_of: dict[int, str], rrf_k: int, keyword_weight: float,
@@ -84,7 +86,7 @@ def scifact_ndcg(home: Path, split: str, settings: Sequence[tuple[int, float]]
     qids = list(queries)
     with ragd_app(home) as app:
         print(f"SciFact {split}: {len(qids)} queries ...", file=sys.stderr, flush=True)
-        legs, doc_of = run_legs(app, [queries[q] for q in qids])
+        legs, doc_of = run_legs(app, [queries[q] for q in qids], lambda p: Path(p).stem)
     scores = {}
     for rrf_k, w in settings:
         run = {q: fuse(lg, doc_of, rrf_k, w) for q, lg in zip(qids, legs, strict=True)}
@@ -96,22 +98,15 @@ def known_items_mrr(home: Path, rows: Sequence[tuple[str, str]], vault: Path,
                     settings: Sequence[tuple[int, float]]) -> dict[tuple[int, float], float]:
     with ragd_app(home) as app:
         print(f"known items: {len(rows)} questions ...", file=sys.stderr, flush=True)
-        legs, _ = run_legs(app, [q for q, _ in rows])
-        ids = sorted({i for lg in legs for ranked in lg.values() for i in ranked})
-        rel = {i: r.path for i, r in app.catalog.chunks_by_id(ids).items()}  # root-relative
+        legs, rel = run_legs(app, [q for q, _ in rows])
     expected = [e for _, e in rows]
     return {s: mrr([fuse(lg, rel, *s) for lg in legs], expected, K)[f"mrr@{K}"]
             for s in settings}
 
 
 def heat_map(grid: dict[tuple[int, float], float], best: tuple[int, float]) -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("(matplotlib not installed: no plot; `pip install -e .[bench]`)")
+    plt = pyplot()
+    if plt is None:
         return None
     values = [[grid[(k, w)] for k in RRF_KS] for w in KEYWORD_WEIGHTS]
     fig, ax = plt.subplots(figsize=(6, 3.5))

@@ -50,24 +50,13 @@ def open_path(path: str) -> None:
 
 def tray_lock(paths: Paths) -> Any:
     """One tray per RAGD_HOME: the held lock, or None when another tray holds it."""
-    from daemon.ipc.discovery import InstanceLock
+    from daemon.ipc.discovery import try_lock_file
 
     paths.ensure()
-    path = paths.runtime_dir / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o600)
     try:
-        if sys.platform == "win32":
-            import msvcrt
-
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
-        else:
-            import fcntl
-
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
+        return try_lock_file(paths.runtime_dir / LOCK_NAME)
+    except OSError:  # a file system without locks: behave as if another tray held it
         return None
-    return InstanceLock(path, fd)
 
 
 def setup_logging(paths: Paths, verbose: bool) -> None:

@@ -211,6 +211,20 @@ def _try_lock(fd: int) -> bool:
     return True
 
 
+def try_lock_file(path: Path) -> InstanceLock | None:
+    """Hold an exclusive lock on ``path`` (created 0600), or None if another process holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o600)
+    try:
+        locked = _try_lock(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not locked:
+        os.close(fd)
+        return None
+    return InstanceLock(path, fd)
+
+
 def _holder_pid(fd: int, paths: Paths) -> int | None:
     with contextlib.suppress(OSError, ValueError):
         os.lseek(fd, _PID_OFFSET, os.SEEK_SET)

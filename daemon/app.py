@@ -158,6 +158,8 @@ class App:
             st = self.catalog.collection_stats(c.id)
             out.append({"name": c.name, "type": c.type, "description": c.description,
                         "source_count": st["source_count"], "chunk_count": st["chunk_count"],
+                        "body_source_count": st["body_source_count"],
+                        "metadata_only_count": st["metadata_only_count"],
                         "last_indexed": iso_time(c.last_indexed),
                         "created_at": iso_time(c.created_at)})
         return out
@@ -169,6 +171,8 @@ class App:
         return {"name": c.name, "type": c.type, "description": c.description,
                 "created_at": iso_time(c.created_at), "source_count": st["source_count"],
                 "chunk_count": st["chunk_count"], "last_indexed": iso_time(c.last_indexed),
+                "body_source_count": st["body_source_count"],
+                "metadata_only_count": st["metadata_only_count"],
                 "source_types": st["source_types"],
                 "sample_titles": self.catalog.sample_titles(c.id),
                 "root": c.root, "skipped_count": st["skipped_count"], "skips": st["skips"]}

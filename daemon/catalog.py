@@ -241,11 +241,21 @@ class Catalog:
                 " status='skipped' GROUP BY skip_code",
                 (collection_id,),
             ).fetchall()
+            # What each note contributed: body chunks (ordinal >= 0), or only its properties
+            # (negative ordinals, daemon.properties).
+            body, props = db.execute(
+                "SELECT COUNT(*) FILTER (WHERE body), COUNT(*) FILTER (WHERE NOT body) FROM"
+                " (SELECT MAX(ch.ordinal) >= 0 AS body FROM chunks ch JOIN sources s"
+                " ON s.id=ch.source_id WHERE s.collection_id=? GROUP BY ch.source_id)",
+                (collection_id,),
+            ).fetchone()
         by_status = {r[0]: r[1] for r in sources}
         return {
             "source_count": by_status.get("ok", 0),
             "skipped_count": by_status.get("skipped", 0),
             "chunk_count": int(chunks),
+            "body_source_count": int(body or 0),
+            "metadata_only_count": int(props or 0),
             "source_types": [r[0] for r in types if r[0]],
             "skips": {r[0]: r[1] for r in skips},
         }

@@ -222,6 +222,8 @@ def format_report(r: Any) -> str:
     lines = [f"{r.collection}: {r.total_found:,} files found in {r.seconds:.1f} s",
              f"  indexed {r.indexed:,}  unchanged {r.unchanged:,}  moved {r.moved:,}  "
              f"deleted {r.deleted:,}",
+             f"  notes read {r.body_notes + r.metadata_only_notes:,}: {r.body_notes:,} with "
+             f"body chunks, {r.metadata_only_notes:,} with properties only",
              f"  chunks written {r.chunks_written:,}  embedded {r.embedded:,}  "
              f"removed {r.chunks_deleted:,}"]
     if r.skipped_files:

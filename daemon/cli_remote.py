@@ -89,6 +89,9 @@ def format_status(st: dict[str, Any]) -> str:
         lines.append(f"  {c['name']:<20} {c['type']:<8} {c['source_count']:>7,} sources "
                      f"{c['chunk_count']:>8,} chunks{skips}  last indexed "
                      f"{c.get('last_indexed') or 'never'}")
+        if "metadata_only_count" in c and c.get("source_count"):
+            lines.append(f"  {'':<29} {c.get('body_source_count', 0):>7,} with body chunks, "
+                         f"{c['metadata_only_count']:,} with properties only")
     for q in st.get("queue", []):
         lines.append(f"  queued: {q['kind']} {q['collection'] or 'all'} ({q['priority']}, "
                      f"{q['size']:,})")

@@ -22,6 +22,7 @@ from daemon.chunking import chunk_markdown
 from daemon.embedding import Embedder
 from daemon.indexer.reconcile import Plan, reconcile
 from daemon.models import Document, FileState, Skip
+from daemon.properties import properties_chunks
 from daemon.sources.base import SourceKind, read_source_bytes, sha256_file
 from daemon.stores import IndexStore
 
@@ -57,6 +58,8 @@ class IndexReport:
     moved: int = 0
     deleted: int = 0
     chunks_written: int = 0
+    body_notes: int = 0  # sources read this pass that gave body chunks
+    metadata_only_notes: int = 0  # ... that gave only properties chunks (no body text)
     chunks_deleted: int = 0
     embedded: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
@@ -77,6 +80,7 @@ class IndexReport:
             "indexed": self.indexed, "unchanged": self.unchanged, "moved": self.moved,
             "deleted": self.deleted, "chunks_written": self.chunks_written,
             "chunks_deleted": self.chunks_deleted, "embedded": self.embedded,
+            "body_notes": self.body_notes, "metadata_only_notes": self.metadata_only_notes,
             "skipped": dict(self.skipped),
             "skipped_files": [{"path": p, "code": c, "detail": d}
                               for p, c, d in self.skipped_files],
@@ -236,14 +240,21 @@ class Indexer:
         report.warnings.extend((f.path, w) for w in doc.warnings)
         t0 = time.perf_counter()
         try:
-            chunks = chunk_markdown(doc.title, doc.text, count_tokens=self.embedder.count_tokens,
-                                    max_tokens=self.embedder.max_tokens)
+            count, limit = self.embedder.count_tokens, self.embedder.max_tokens
+            chunks = chunk_markdown(doc.title, doc.text, count_tokens=count, max_tokens=limit)
+            # After the body, so a new note's first chunk id is its first body chunk.
+            chunks += properties_chunks(doc, has_body=bool(chunks), count_tokens=count,
+                                        max_tokens=limit)
         except Exception as exc:
             skip = self._unexpected(f.path, exc, report)
             self.catalog.record_skip(coll.id, f.path, code=skip.code, detail=skip.detail,
                                      size=f.size, mtime_ns=f.mtime_ns, sha256=sha)
             return None
         report.add_stage("chunk", time.perf_counter() - t0)
+        if chunks and chunks[0].ordinal >= 0:
+            report.body_notes += 1
+        elif chunks:
+            report.metadata_only_notes += 1
         date = date_int(doc.date) or _mtime_date(f.mtime_ns)
         meta = self._metadata(kind, root, f.path, doc)
         update = SourceUpdate(

@@ -16,8 +16,9 @@ from typing import Any
 from daemon.catalog import Catalog, ChunkRow
 from daemon.embedding import Embedder
 from daemon.errors import InvalidArgument
+from daemon.properties import is_properties
 from daemon.search.filters import COLLECTION_TYPES, MODES, Filters, to_sql, to_whoosh
-from daemon.search.fusion import Fused, collapse, normalise, rrf
+from daemon.search.fusion import Fused, collapse, fold_properties, normalise, rrf
 from daemon.stores.fulltext import WhooshStore
 from daemon.stores.vectors import FaissStore
 
@@ -152,6 +153,8 @@ class SearchEngine:
         fused = rrf(legs, weights, s.rrf_k)
         rows = self.catalog.chunks_by_id([f.id for f in fused])
         fused = [f for f in fused if f.id in rows]  # deleted since the leg ran
+        fused = fold_properties(fused, lambda i: rows[i].source_id,
+                                lambda i: is_properties(rows[i].ordinal))
         top = collapse(fused, lambda i: rows[i].source_id, s.max_per_source, req.top_k)
         # 1.0 means rank 1 in every leg that found anything (the exact leg only when it hit).
         main = [weights[leg] for leg, ids in legs.items() if ids]

@@ -55,3 +55,29 @@ def collapse(items: Sequence[Fused], source_of: Callable[[int], Hashable], per_s
         if len(out) >= limit:
             break
     return out
+
+
+def fold_properties(items: Sequence[Fused], source_of: Callable[[int], Hashable],
+                    is_properties: Callable[[int], bool]) -> list[Fused]:
+    """Show a note's body rather than its properties chunk when both were found.
+
+    A properties chunk (daemon.properties) that ranks above its note's body chunks lends its
+    place, score and leg ranks to the note's best body chunk; one below them adds nothing. A
+    note with no body chunk among ``items`` is shown by its properties chunk.
+    """
+    best_body: dict[Hashable, Fused] = {}
+    for item in items:
+        if not is_properties(item.id):
+            best_body.setdefault(source_of(item.id), item)
+    out: list[Fused] = []
+    shown: set[int] = set()
+    for item in items:
+        body = best_body.get(source_of(item.id)) if is_properties(item.id) else item
+        if body is None:
+            out.append(item)
+        elif body.id not in shown:
+            shown.add(body.id)
+            ranks = {leg: min(r, body.ranks.get(leg, r)) for leg, r in item.ranks.items()}
+            out.append(body if body is item else Fused(body.id, item.score,
+                                                       {**body.ranks, **ranks}))
+    return out

@@ -1,6 +1,6 @@
 import pytest
 
-from daemon.search.fusion import collapse, normalise, rrf
+from daemon.search.fusion import collapse, fold_properties, normalise, rrf
 
 
 def test_rrf_sums_reciprocal_ranks() -> None:
@@ -42,3 +42,18 @@ def test_collapse_limits_chunks_per_source() -> None:
     source = {1: "x", 2: "x", 3: "x", 4: "y", 5: "z"}
     out = collapse(fused, source.__getitem__, per_source=2, limit=3)
     assert [f.id for f in out] == [1, 2, 4]
+
+
+def test_fold_properties_shows_the_body_in_the_notes_place() -> None:
+    # Chunk 10 is note x's properties, 11 and 12 its body; 20 is note y's properties only.
+    source = {10: "x", 11: "x", 12: "x", 20: "y"}
+    fused = rrf({"a": [10, 20, 11, 12], "b": [20]}, {"a": 1.0, "b": 1.0})
+    assert [f.id for f in fused] == [20, 10, 11, 12]
+    out = fold_properties(fused, source.__getitem__, lambda i: i in (10, 20))
+    # y has no body: its properties chunk stays. x's properties chunk (2nd) lends its place,
+    # score and best leg ranks to x's best body chunk, 11.
+    assert [f.id for f in out] == [20, 11, 12]
+    assert out[1].score == fused[1].score and out[1].ranks == {"a": 1}
+    # A properties chunk below its note's body adds no second result.
+    below = rrf({"a": [11, 10]}, {"a": 1.0})
+    assert [f.id for f in fold_properties(below, source.__getitem__, lambda i: i == 10)] == [11]

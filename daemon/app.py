@@ -14,7 +14,7 @@ from typing import Any
 
 from daemon.catalog import Catalog, Collection
 from daemon.config import Config
-from daemon.embedding import Embedder, SentenceTransformerEmbedder
+from daemon.embedding import Embedder, make_embedder
 from daemon.errors import ConfigError, InvalidArgument
 from daemon.indexer.pipeline import Indexer, IndexReport, Progress
 from daemon.paths import Paths
@@ -62,9 +62,7 @@ class App:
         paths.ensure()
         self.catalog = Catalog(paths.catalog_path)
         try:
-            emb = config.embedding
-            self.embedder = embedder or SentenceTransformerEmbedder(
-                emb.model, batch_size=emb.batch_size, threads=emb.threads, device=emb.device)
+            self.embedder = embedder or make_embedder(config.embedding, paths.data_dir)
             fp = self.embedder.fingerprint
             self.faiss = FaissStore(paths.faiss_dir, fp, self.embedder.dimension)
             self.whoosh = WhooshStore(paths.whoosh_dir)

@@ -20,7 +20,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_origin
+from typing import Any, Literal, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
@@ -75,6 +75,14 @@ class EmbeddingConfig(_Section):
     )
     device: str = Field(
         default="cpu", min_length=1, description='Torch device, e.g. "cpu", "cuda", "mps"'
+    )
+    backend: Literal["sentence-transformers", "onnx", "onnx-int8"] = Field(
+        default="sentence-transformers",
+        description='What runs the model: "sentence-transformers" (torch), "onnx" (ONNX '
+        'Runtime, fp32, no torch at run time) or "onnx-int8" (ONNX Runtime with int8 matrix '
+        "multiplies: faster, vectors within ~0.99 cosine of fp32). The ONNX graph is exported "
+        "once into the data folder (python -m daemon.onnx_export); a model that cannot be "
+        "exported runs on sentence-transformers. Changing it re-embeds every source",
     )
 
 

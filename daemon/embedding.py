@@ -7,20 +7,27 @@ so nothing that merely imports this module pays for torch.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from daemon.chunking import CHUNKER_VERSION, tokenizer_counter
+from daemon.errors import ConfigError
+
+if TYPE_CHECKING:
+    from daemon.config import EmbeddingConfig
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+SENTENCE_TRANSFORMERS = "sentence-transformers"
+BACKENDS = (SENTENCE_TRANSFORMERS, "onnx", "onnx-int8")
 # Version of how embedded text is assembled (title > headings prefix); part of the fingerprint.
 TEXT_TEMPLATE_VERSION = "1"
 
@@ -48,12 +55,22 @@ class Embedder(Protocol):
         ...
 
 
-def make_fingerprint(model_id: str, dimension: int, normalised: bool, max_tokens: int) -> str:
-    """Identity of a vector space: any change here means a full, visible re-embed."""
+def make_fingerprint(model_id: str, dimension: int, normalised: bool, max_tokens: int,
+                     backend: str = SENTENCE_TRANSFORMERS) -> str:
+    """Identity of a vector space: any change here means a full, visible re-embed.
+
+    The backend (and for int8 its quantisation mode) is part of it: int8 vectors are close to
+    fp32 ones, not equal, and an index never mixes the two. sentence-transformers, the
+    reference, keeps the fingerprint it had before backends existed.
+    """
     parts = [model_id, str(dimension), f"norm={normalised}", f"max={max_tokens}",
              f"chunker={CHUNKER_VERSION}", f"template={TEXT_TEMPLATE_VERSION}"]
+    label = model_id
+    if backend != SENTENCE_TRANSFORMERS:
+        parts.append(f"backend={backend}")
+        label = f"{model_id}+{backend.split('/')[0]}"
     digest = hashlib.sha256("|".join(parts).encode("utf-8")).hexdigest()[:16]
-    return f"{model_id}:{dimension}:{digest}"
+    return f"{label}:{dimension}:{digest}"
 
 
 def default_threads() -> int:
@@ -116,11 +133,21 @@ class SentenceTransformerEmbedder:
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
                 # Our own progress bar is the one a user should see, not the weight loader's.
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-                from transformers.utils import logging as hf_logging
+                try:
+                    from transformers.utils import logging as hf_logging
 
-                hf_logging.disable_progress_bar()
-                import torch
-                from sentence_transformers import SentenceTransformer
+                    hf_logging.disable_progress_bar()
+                except ImportError:
+                    pass  # reported just below, with a hint
+                try:
+                    import torch
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:
+                    raise ConfigError(
+                        f"the sentence-transformers embedder needs {exc.name}, which is not "
+                        "installed",
+                        "install it with pip install 'ragd[export]', or set "
+                        "[embedding] backend = \"onnx-int8\" once a graph is exported") from exc
 
                 torch.set_num_threads(self.threads)
                 self._local.single = False
@@ -206,3 +233,43 @@ class SentenceTransformerEmbedder:
         out[order] = vecs
         self.calls += len(texts)
         return out
+
+
+def models_dir(data_dir: Path) -> Path:
+    """Where exported graphs live: in the data folder, beside the indexes built with them."""
+    return data_dir / "models"
+
+
+def make_embedder(config: EmbeddingConfig, data_dir: Path) -> Embedder:
+    """The embedder the configuration asks for.
+
+    The ONNX backends export the model's graph on first use (once, with torch). When that is
+    impossible (an unsupported model, no exporter installed, a graph that does not reproduce
+    the model), the model runs on sentence-transformers instead, said in one log line; the
+    fingerprint then says sentence-transformers too, so no index mixes vector spaces.
+    """
+    threads = config.threads or default_threads()
+
+    def reference() -> SentenceTransformerEmbedder:
+        return SentenceTransformerEmbedder(config.model, batch_size=config.batch_size,
+                                           threads=threads, device=config.device)
+
+    if config.backend == SENTENCE_TRANSFORMERS:
+        return reference()
+    from daemon.onnx_embedder import OnnxEmbedder, Unsupported
+    from daemon.onnx_export import ensure_graph
+
+    try:
+        if config.device != "cpu":
+            raise Unsupported(f"ONNX runs on the CPU; embedding.device = {config.device!r} "
+                              "needs backend = \"sentence-transformers\"")
+        if importlib.util.find_spec("onnxruntime") is None:
+            raise Unsupported("onnxruntime is not installed")
+        model_path = resolve_model_path(config.model)
+        directory = ensure_graph(config.model, model_path, models_dir(data_dir), threads=threads)
+        return OnnxEmbedder(config.model, directory, config.backend,
+                            batch_size=config.batch_size, threads=threads)
+    except Unsupported as exc:
+        log.warning("embedding backend %s is not available for %s, using sentence-transformers: "
+                    "%s", config.backend, config.model, exc)
+        return reference()

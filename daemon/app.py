@@ -18,6 +18,7 @@ from daemon.embedding import Embedder, make_embedder
 from daemon.errors import ConfigError, InvalidArgument
 from daemon.indexer.pipeline import Indexer, IndexReport, Progress
 from daemon.paths import Paths
+from daemon.policy import check_name, check_new_name, check_root
 from daemon.search.engine import SearchEngine, SearchSettings
 from daemon.sources.base import kind_for
 from daemon.stores.fulltext import WhooshStore
@@ -45,8 +46,11 @@ def iso_time(ts: float | None) -> str | None:
     return dt.datetime.fromtimestamp(ts, tz=dt.UTC).isoformat(timespec="seconds")
 
 
+_NO_FILE_LIMIT = "no_file_limit:"  # catalog meta key prefix: index.max_files lifted
+
+
 def _slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "vault"
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:48].strip("-") or "vault"
 
 
 class App:
@@ -135,19 +139,32 @@ class App:
                 name, type="system", kind="vault", root=str(root.resolve()), description=desc))
         return out
 
-    def create_project(self, name: str, path: str) -> Collection:
-        """A user-named project collection over any folder."""
-        root = Path(path).expanduser()
-        if not root.is_dir():
-            raise InvalidArgument("path", f"{path!r} is not an existing folder",
-                                  "pass the absolute path of a folder to index")
+    def create_project(self, name: str, path: str, *, allow_large: bool = False) -> Collection:
+        """A user-named project collection over a folder the path policy allows
+        (``daemon.policy``); ``allow_large`` lifts ``index.max_files`` for it."""
         existing = self.catalog.collection(name)
         if existing is not None and existing.type != "project":
             raise InvalidArgument("collection", f"{name!r} is a {existing.type} collection",
                                   "choose another name for the project")
-        return self.catalog.ensure_collection(
-            name, type="project", kind="folder", root=str(root.resolve()),
-            description=f"Project folder {root.resolve()}")
+        if existing is None:
+            check_new_name(name)
+        guarded = (self.paths.data_dir, self.paths.state_dir, self.paths.config_dir)
+        root = Path(check_root(path, guarded=guarded))
+        if not root.is_dir():
+            raise InvalidArgument("path", f"{path!r} is not an existing folder",
+                                  "pass the absolute path of a folder to index")
+        coll = self.catalog.ensure_collection(
+            name, type="project", kind="folder", root=str(root),
+            description=f"Project folder {root}")
+        if allow_large:
+            self.catalog.set_meta(_NO_FILE_LIMIT + name, "1")
+        return coll
+
+    def max_files(self, coll: Collection) -> int | None:
+        """The walk limit of a collection: index.max_files unless lifted for it."""
+        if self.catalog.get_meta(_NO_FILE_LIMIT + coll.name):
+            return None
+        return self.config.index.max_files
 
     def list_collections(self) -> list[dict[str, Any]]:
         """The rag_list_collections answer."""
@@ -176,7 +193,7 @@ class App:
                 "root": c.root, "skipped_count": st["skipped_count"], "skips": st["skips"]}
 
     def collection(self, name: str) -> Collection:
-        coll = self.catalog.collection(name)
+        coll = self.catalog.collection(check_name(name))
         if coll is None:
             known = ", ".join(c.name for c in self.catalog.collections()) or "none yet"
             raise InvalidArgument("collection", f"unknown collection {name!r}",
@@ -193,7 +210,8 @@ class App:
                               "check the path in config.toml, or remount the drive")
         kind = kind_for(coll.kind, self.config.index.exclude)
         reembed = self.reembed_needed and paths is None
-        report = self.indexer.sync(coll, kind, paths=paths, force=force or reembed)
+        report = self.indexer.sync(coll, kind, paths=paths, force=force or reembed,
+                                   max_entries=self.max_files(coll))
         if reembed and not self.indexer.should_stop():
             self._reembedded.add(coll.name)
             if self._reembedded >= {c.name for c in self.catalog.collections()}:

@@ -29,6 +29,10 @@ CHUNKER_VERSION = "1"
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
 
+# The hard character cap: a chunk holds at most max_tokens * CHARS_PER_TOKEN_MAX characters
+# (2,048 for a 256-token model). Prose runs at ~4-5 characters a token, code at ~3.
+CHARS_PER_TOKEN_MAX = 8
+
 log = logging.getLogger(__name__)
 
 _WORD_WINDOW = 512  # word groups counted per call when a piece must be cut between words
@@ -176,7 +180,13 @@ class _Unit(NamedTuple):
 
 
 class _Costs:
-    """``count_tokens`` minus the model's special tokens, so piece costs can be summed."""
+    """``count_tokens`` minus the model's special tokens, so piece costs can be summed.
+
+    A piece never costs less than one token per ``CHARS_PER_TOKEN_MAX`` characters: a word
+    the tokenizer cannot split (a 5 MB line with no space is one unknown token) would
+    otherwise make one giant chunk. So no chunk holds more than ``max_tokens`` times that many
+    characters, and text with no break point is cut by characters.
+    """
 
     def __init__(self, count_tokens: TokenCounter) -> None:
         self.count_tokens = count_tokens
@@ -185,7 +195,8 @@ class _Costs:
     def __call__(self, texts: Sequence[str]) -> list[int]:
         if not texts:
             return []
-        return [max(0, n - self.special) for n in self.count_tokens(texts)]
+        return [max(n - self.special, -(-len(t) // CHARS_PER_TOKEN_MAX))
+                for t, n in zip(texts, self.count_tokens(texts), strict=True)]
 
 
 class _Piece(NamedTuple):
@@ -308,7 +319,12 @@ def _cut_chars(text: str, start: int, end: int, budget: int, costs: _Costs) -> l
     units: list[_Unit] = []
     while start < end:
         fit, fit_cost = start + 1, -1  # at least one character, so the loop always advances
-        hi = min(end, start + max(64, budget * _MAX_CHARS_PER_TOKEN))
+        hi = min(end, start + max(64, budget * CHARS_PER_TOKEN_MAX))
+        # Unknown runs (no break point, one token to the model) fill the character cap
+        # exactly: try the longest piece first, so a 5 MB line costs one count per chunk.
+        longest = costs([text[start:hi]])[0]
+        if longest <= budget:
+            fit, fit_cost = hi, longest
         while fit < hi:
             probes = sorted({fit + (hi - fit) * k // 16 for k in range(17)})
             probe_costs = costs([text[start:p] for p in probes])

@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rebuild", nargs="?", const="all", choices=["all", "faiss", "whoosh"],
                    help="rebuild the FAISS and/or Whoosh index from the catalog "
                    "(no file is read, nothing is embedded again)")
+    p.add_argument("--allow-large", action="store_true",
+                   help="with --collection and PATH: lift index.max_files for this project")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     p = sub.add_parser("search", help="search the indexed sources")
@@ -162,6 +164,10 @@ class _Bar:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    if args.path:
+        # At a terminal a relative path means the user's folder: resolve it here, where the
+        # working directory is the user's, before the daemon (elsewhere) sees it.
+        args.path = os.path.abspath(os.path.expanduser(args.path))
     if _daemon_running() and args.path and not args.collection:
         from daemon.errors import AlreadyRunning
 
@@ -172,7 +178,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         from daemon.cli_remote import remote_index
 
         params = {"collection": args.collection, "path": args.path, "wait": True,
-                  "rebuild": args.rebuild}
+                  "rebuild": args.rebuild, "allow_large": args.allow_large}
         result = remote_index(params, show_progress=not args.json and sys.stderr.isatty())
         print(json.dumps(result, indent=2) if args.json else
               "\n".join(f"{k}: {v}" for k, v in result.items()))
@@ -192,7 +198,8 @@ def cmd_index(args: argparse.Namespace) -> int:
                   + f" in {out['seconds']} s; nothing was embedded")
             return 0
         if args.collection and args.path:
-            names = [app.create_project(args.collection, args.path).name]
+            names = [app.create_project(args.collection, args.path,
+                                        allow_large=args.allow_large).name]
         elif args.collection:
             names = [args.collection]
         else:

@@ -58,6 +58,11 @@ class IndexConfig(_Section):
         description="Folder or file names ignored anywhere in a source "
         "(hidden files and folders are always ignored)",
     )
+    max_files: int = Field(
+        default=200_000, gt=0,
+        description="A collection's folder may hold at most this many files and folders; "
+        "past it, indexing stops with an error instead of walking a whole disk",
+    )
 
 
 class EmbeddingConfig(_Section):

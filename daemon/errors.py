@@ -56,3 +56,23 @@ class ProtocolMismatch(RagdError):
 
 class AlreadyRunning(RagdError):
     code = "already_running"
+
+
+class Interrupted(RagdError):
+    """Work stopped because the daemon is stopping, paused, or has something more urgent."""
+
+    code = "interrupted"
+
+
+class TooManyFiles(RagdError):
+    """A folder holds more entries than a collection may (a walk of `/` or `~` by mistake)."""
+
+    code = "too_many_files"
+
+    @classmethod
+    def at(cls, root: str, limit: int) -> TooManyFiles:
+        return cls(
+            f"{root} holds more than {limit:,} files and folders, the limit for one collection",
+            "index a smaller folder, or raise index.max_files in config.toml "
+            "(RAGD_INDEX_MAX_FILES); at a terminal, `ragd index --collection NAME PATH "
+            "--allow-large` lifts it for that collection")

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from daemon.errors import InvalidArgument
+from daemon.policy import check_name
 from daemon.scheduler import EXPLICIT, Job
 
 if TYPE_CHECKING:
@@ -63,7 +64,12 @@ async def index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
 
     app = await d._ready()
     name, path = params.get("collection"), params.get("path")
+    if name is not None:
+        check_name(name)
     if params.get("rebuild"):
+        if params["rebuild"] not in ("all", "faiss", "whoosh"):
+            raise InvalidArgument("rebuild", f"{params['rebuild']!r} is not an index",
+                                  "rebuild one of: all, faiss, whoosh")
         job = d.queue.put(Job("rebuild", params["rebuild"], EXPLICIT))
         return await asyncio.to_thread(job.wait, INDEX_WAIT_S) if params.get("wait", True) \
             else {"queued": True}
@@ -71,7 +77,8 @@ async def index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
         if not name:
             raise InvalidArgument("collection", "is required with path",
                                   "name the project collection to create or update")
-        coll = await asyncio.to_thread(_project, app, name, path)
+        coll = await asyncio.to_thread(_project, app, name, path,
+                                       bool(params.get("allow_large")))
         if d._watcher is not None:
             d._watcher.roots_changed()
         name = coll.name
@@ -84,13 +91,13 @@ async def index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
     return index_summary(reports, name)
 
 
-def _project(app: Any, name: str, path: str) -> Any:
+def _project(app: Any, name: str, path: str, allow_large: bool) -> Any:
     existing = app.catalog.collection(name)
     if existing is not None and existing.type != "project":
         raise InvalidArgument("collection", f"{name!r} is a {existing.type} collection, "
                               "which uses its configured path",
                               f"call rag_index(collection={name!r}) without a path")
-    return app.create_project(name, path)
+    return app.create_project(name, path, allow_large=allow_large)
 
 
 def _all(d: Daemon) -> Job:

@@ -31,6 +31,7 @@ class Job:
     done: threading.Event = field(default_factory=threading.Event)
     result: Any = None
     error: BaseException | None = None
+    alias: Job | None = None  # the queued job this one was merged into when requeued
 
     @property
     def size(self) -> int:
@@ -41,8 +42,12 @@ class Job:
         self.done.set()
 
     def wait(self, timeout: float | None = None) -> Any:
+        deadline = None if timeout is None else time.monotonic() + timeout
         if not self.done.wait(timeout):
             raise TimeoutError("indexing did not finish in time")
+        if self.alias is not None:  # merged into another job: its result is ours
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            return self.alias.wait(left)
         if self.error is not None:
             raise self.error
         return self.result
@@ -113,6 +118,31 @@ class JobQueue:
             if self.running is job:
                 self.running = None
             self._cond.notify_all()
+
+    def requeue(self, job: Job) -> None:
+        """Put a preempted job back at its own priority (merged into a newer one if queued)."""
+        with self._cond:
+            if self.running is job:
+                self.running = None
+                self.progress_left = None
+            for queued in self._jobs:
+                if queued.kind == job.kind and queued.collection == job.collection:
+                    queued.absorb(job)
+                    queued.seq = min(queued.seq, job.seq)
+                    job.alias = queued
+                    job.done.set()  # its waiters follow the alias
+                    break
+            else:
+                self._jobs.append(job)
+            self._cond.notify_all()
+
+    def preempted(self) -> bool:
+        """Whether an explicit request waits behind a running job of lower priority: walks and
+        indexing look at this, so "Reindex now" or rag_index never waits behind a sweep."""
+        with self._cond:
+            running = self.running
+            return running is not None and running.priority > EXPLICIT and any(
+                j.priority == EXPLICIT for j in self._jobs)
 
     def task_done(self, job: Job) -> None:
         with self._cond:

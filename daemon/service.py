@@ -20,7 +20,7 @@ from typing import Any
 
 from daemon import __version__
 from daemon.config import Config
-from daemon.errors import RagdError
+from daemon.errors import Interrupted, RagdError
 from daemon.indexer.pipeline import IndexReport, Progress
 from daemon.ipc import discovery
 from daemon.ipc.protocol import PROTOCOL_VERSION
@@ -189,7 +189,20 @@ class Daemon:
             self.app.close()
 
     def _should_stop(self) -> bool:
-        return self._stop.is_set() or self.queue.paused
+        return self._stop.is_set() or self.queue.paused or self.queue.preempted()
+
+    def _requeued(self, job: Job) -> bool:
+        """Put an interrupted job back: first after a resume, or behind the request that
+        preempted it. False when the daemon is stopping."""
+        if self._stop.is_set():
+            return False
+        if self.queue.paused:
+            self.queue.requeue_front(job)
+            return True
+        if self.queue.preempted():
+            self.queue.requeue(job)
+            return True
+        return False
 
     def _run_job(self, job: Job) -> None:
         app = self.app
@@ -208,10 +221,10 @@ class Daemon:
                     reports.append(app.sync_collection(coll, paths=paths, force=job.force))
                     self._note_errors(reports[-1])
                     self.last_reports[name] = _brief(reports[-1])
-                if self.queue.paused and not self._stop.is_set():
-                    self.queue.requeue_front(job)  # finish it after resume
-                    return
                 job.finish(reports)
+        except Interrupted:
+            if not self._requeued(job):
+                job.finish(error=Interrupted("the daemon is shutting down"))
         except RagdError as exc:
             log.warning("indexing %s: %s", job.collection, exc)
             self.recent_errors.append({"time": time.time(), "error": str(exc)})

@@ -16,12 +16,18 @@ SKIP_CODES: dict[str, str] = {
     "not_regular": "not a regular file (a pipe, socket or device)",
     "parse_error": "the file could not be parsed",
     "vanished": "file disappeared while it was being indexed",
+    "outside_root": "symbolic link to a file or folder outside the collection's folder: "
+    "ragd never reads outside it (move the target inside, or index its folder on its own)",
 }
 
 # Problems that did not stop a file from being indexed.
 WARNING_CODES: dict[str, str] = {
     "bad_frontmatter": "frontmatter is not valid YAML: indexed the text without its metadata",
     "invalid_utf8": "file is not valid UTF-8: it was read as Windows-1252 (or Latin-1)",
+    "frontmatter_too_large": "frontmatter is too large or too complex (YAML merges) to read "
+    "safely: indexed the text without its metadata",
+    "metadata_truncated": "the note has more tags, aliases, links or properties than ragd "
+    "keeps: the first ones are kept",
 }
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.errors import InvalidArgument
+from daemon.policy import check_name
 
 SEARCH, INDEX = "search", "index"
 TOOLSETS: dict[str, tuple[str, ...]] = {
@@ -280,17 +281,23 @@ def parse_info(args: Mapping[str, Any]) -> dict[str, Any]:
     return {"collection": _text(args, "collection", required=True)}
 
 
-def parse_index(args: Mapping[str, Any], cwd: Path | None = None) -> dict[str, Any]:
-    """rag_index arguments -> the daemon's ``index`` params (the path made absolute)."""
+def parse_index(args: Mapping[str, Any]) -> dict[str, Any]:
+    """rag_index arguments -> the daemon's ``index`` params.
+
+    A relative path is refused: the bridge's working directory is whatever the desktop client
+    chose, not a folder the user named. The daemon applies the folder policy
+    (``daemon.policy.check_root``) to the rest.
+    """
     _reject_unknown("rag_index", args, INDEX_INPUT)
-    params: dict[str, Any] = {"collection": _text(args, "collection", required=True),
+    params: dict[str, Any] = {"collection": check_name(_text(args, "collection", required=True)),
                               "wait": True}
     raw = _text(args, "path")
     if raw is not None:
-        # The daemon runs in another working directory: send it an absolute path.
         path = Path(raw).expanduser()
         if not path.is_absolute():
-            path = (cwd or Path.cwd()) / path
+            raise InvalidArgument("path", f"{raw!r} is relative",
+                                  "pass the absolute path of the folder to index (the MCP "
+                                  "server's working directory is not yours)")
         if not path.exists():
             raise InvalidArgument("path", f"{str(path)!r} does not exist",
                                   "pass the absolute path of an existing folder")

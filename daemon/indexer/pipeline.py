@@ -20,6 +20,7 @@ from pathlib import Path
 from daemon.catalog import Catalog, Collection, SourceUpdate, date_int, text_hash
 from daemon.chunking import chunk_markdown
 from daemon.embedding import Embedder
+from daemon.errors import Interrupted
 from daemon.indexer.reconcile import Plan, reconcile
 from daemon.models import Document, FileState, Skip
 from daemon.properties import properties_chunks
@@ -115,14 +116,18 @@ class Indexer:
 
     # -- the sync pass ------------------------------------------------------------------------
     def sync(self, coll: Collection, kind: SourceKind, *, paths: Sequence[str] | None = None,
-             force: bool = False) -> IndexReport:
-        """Bring one collection in line with the disk (all of it, or the given paths)."""
+             force: bool = False, max_entries: int | None = None) -> IndexReport:
+        """Bring one collection in line with the disk (all of it, or the given paths).
+
+        Raises ``Interrupted`` when ``should_stop`` says so during the listing or the hashing
+        (nothing has been changed then), and ``TooManyFiles`` past ``max_entries``.
+        """
         started = time.perf_counter()
         report = IndexReport(coll.name)
         root = Path(coll.root)
         self.on_progress(Progress(coll.name, "scan"))
         t0 = time.perf_counter()
-        walked = kind.walk(root)
+        walked = kind.walk(root, should_stop=self.should_stop, max_entries=max_entries)
         disk = walked.files
         # Paths the walk could not look into (a loop, an unreadable folder) are recorded as
         # skips; what the catalog knows below them is unknown now, not deleted.
@@ -136,7 +141,7 @@ class Indexer:
             disk = [f for f in disk if f.path in wanted or f.path.startswith(prefixes)]
             known = [r for r in known if r.path in wanted or r.path.startswith(prefixes)]
         forced = {f.path for f in disk} if force else set()
-        plan = reconcile(disk, known, lambda rel: sha256_file(root / rel), force=forced)
+        plan = reconcile(disk, known, lambda rel: self._hash(root, rel), force=forced)
         report.add_stage("scan", time.perf_counter() - t0)
         report.total_found = len(disk) + len(walked.skipped)
         report.unchanged = plan.unchanged
@@ -161,6 +166,11 @@ class Indexer:
         self.on_progress(Progress(coll.name, "done", report.processed, report.planned,
                                   report.embedded))
         return report
+
+    def _hash(self, root: Path, rel: str) -> str | None:
+        if self.should_stop():
+            raise Interrupted(f"hashing {root} was interrupted")
+        return sha256_file(root, rel)
 
     def _record_walk_skips(self, coll: Collection, skipped: Sequence[tuple[str, Skip]],
                            report: IndexReport, paths: Sequence[str] | None) -> None:
@@ -189,7 +199,8 @@ class Indexer:
         pending_chunks = 0
         for n, f in enumerate(todo, 1):
             if self.should_stop():
-                break
+                self._flush(coll, group, report)
+                raise Interrupted(f"indexing {coll.name} was interrupted")
             parsed = self._read(coll, kind, root, f, report)
             report.processed += 1
             if parsed is not None:
@@ -201,11 +212,13 @@ class Indexer:
                 self.on_progress(Progress(coll.name, "index", n, total, report.embedded))
         if group:
             self._flush(coll, group, report)
+        if self.should_stop():  # the last group was cut short: its sources come next time
+            raise Interrupted(f"indexing {coll.name} was interrupted")
         self.on_progress(Progress(coll.name, "index", total, total, report.embedded))
 
     def _move(self, coll: Collection, kind: SourceKind, root: Path, old: str, new: FileState,
               report: IndexReport) -> None:
-        data = read_source_bytes(root / new.path, self.max_file_bytes)
+        data = read_source_bytes(root, new.path, self.max_file_bytes)
         doc = kind.parse(new.path, data) if isinstance(data, bytes) else data
         if isinstance(doc, Skip):
             self.catalog.delete_sources(coll.id, [old])
@@ -224,7 +237,7 @@ class Indexer:
               report: IndexReport) -> _Parsed | None:
         t0 = time.perf_counter()
         try:
-            data = read_source_bytes(root / f.path, self.max_file_bytes)
+            data = read_source_bytes(root, f.path, self.max_file_bytes)
             sha = hashlib.sha256(data).hexdigest() if isinstance(data, bytes) else ""
             doc = kind.parse(f.path, data) if isinstance(data, bytes) else data
         except Exception as exc:  # one broken file never stops a collection

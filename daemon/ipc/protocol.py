@@ -294,9 +294,13 @@ def _build_models() -> dict[str, Any]:
 
     class IndexParams(_Params):
         collection: str | None = None
-        path: str | None = None
+        path: str | None = None  # absolute: the daemon's working directory means nothing
         wait: bool = True
         rebuild: str | None = None
+        allow_large: bool = False  # lift index.max_files for this project (a terminal's call)
+
+    class SkippedParams(_Params):
+        collection: str | None = None
 
     class CollectionInfoParams(_Params):
         collection: str
@@ -308,7 +312,8 @@ def _build_models() -> dict[str, Any]:
         protocol: int
 
     return {"search": SearchParams, "index": IndexParams,
-            "collection_info": CollectionInfoParams, "hello": HelloParams}
+            "collection_info": CollectionInfoParams, "hello": HelloParams,
+            "skipped": SkippedParams}
 
 
 def param_model(method: str) -> Any:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from daemon.models import Document, Skip
-from daemon.sources.files import WalkResult, read_bytes, walk_vault
+from daemon.sources.files import WalkResult, read_bytes, sha256_inside, walk_vault
 from daemon.sources.vault import obsidian_uri, parse_note
 
 
@@ -17,28 +16,23 @@ class SourceKind(Protocol):
 
     kind: str
 
-    def walk(self, root: Path) -> WalkResult: ...
+    def walk(self, root: Path, *, should_stop: Callable[[], bool] | None = None,
+             max_entries: int | None = None) -> WalkResult: ...
 
     def parse(self, rel: str, data: bytes) -> Document | Skip: ...
 
     def uri(self, root: Path, rel: str) -> str: ...
 
 
-def read_source_bytes(path: Path, max_bytes: int) -> bytes | Skip:
-    """Read a file for indexing (size checked first, never blocking on a FIFO)."""
-    return read_bytes(str(path), max_bytes)
+def read_source_bytes(root: Path, rel: str, max_bytes: int) -> bytes | Skip:
+    """Read ``root/rel`` for indexing: inside the root only, size checked first, never blocking
+    on a FIFO (``daemon.sources.containment``)."""
+    return read_bytes(root, rel, max_bytes)
 
 
-def sha256_file(path: Path) -> str | None:
-    """Content hash for reconcile; None when the file cannot be read now."""
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    except OSError:
-        return None
-    return h.hexdigest()
+def sha256_file(root: Path, rel: str) -> str | None:
+    """Content hash for reconcile; None when the file cannot be read now (or is outside)."""
+    return sha256_inside(root, rel)
 
 
 class VaultKind:
@@ -49,8 +43,10 @@ class VaultKind:
     def __init__(self, exclude: Sequence[str]) -> None:
         self.exclude = tuple(exclude)
 
-    def walk(self, root: Path) -> WalkResult:
-        return walk_vault(root, exclude=self.exclude)
+    def walk(self, root: Path, *, should_stop: Callable[[], bool] | None = None,
+             max_entries: int | None = None) -> WalkResult:
+        return walk_vault(root, exclude=self.exclude, should_stop=should_stop,
+                          max_entries=max_entries)
 
     def parse(self, rel: str, data: bytes) -> Document | Skip:
         return parse_note(rel, data)
@@ -68,8 +64,10 @@ class FolderKind:
     def __init__(self, exclude: Sequence[str]) -> None:
         self.exclude = tuple(exclude)
 
-    def walk(self, root: Path) -> WalkResult:
-        return walk_vault(root, exclude=self.exclude, suffixes=self.suffixes)
+    def walk(self, root: Path, *, should_stop: Callable[[], bool] | None = None,
+             max_entries: int | None = None) -> WalkResult:
+        return walk_vault(root, exclude=self.exclude, suffixes=self.suffixes,
+                          should_stop=should_stop, max_entries=max_entries)
 
     def parse(self, rel: str, data: bytes) -> Document | Skip:
         doc = parse_note(rel, data)

@@ -7,6 +7,7 @@ the ``Document``.
 
 from __future__ import annotations
 
+import codecs
 import logging
 import math
 import os
@@ -18,7 +19,8 @@ from typing import Any
 from urllib.parse import quote
 
 import yaml
-from frontmatter import YAMLHandler
+from yaml.constructor import ConstructorError
+from yaml.nodes import MappingNode, Node, SequenceNode
 
 from daemon.errors import InvalidArgument
 from daemon.models import Document, Skip
@@ -28,11 +30,20 @@ log = logging.getLogger(__name__)
 
 BINARY_SNIFF_BYTES = 8192
 
-_YAML = YAMLHandler()  # python-frontmatter's loader: yaml's (C) SafeLoader
 _YAML_ERRORS = (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError)
+# Frontmatter is read with a bounded loader (see _BoundedLoader): a block over this size, or
+# one whose merges and values would build more than _MAX_YAML_NODES nodes, is not read at all.
+MAX_FRONTMATTER_BYTES = 256 * 1024
+_MAX_YAML_NODES = 50_000
 # JSON-safe conversion limits: YAML aliases can build huge or self-referencing structures.
-_MAX_DEPTH = 32
-_MAX_NODES = 10_000
+_MAX_DEPTH = 16
+_MAX_NODES = 5_000
+_MAX_ITEMS = 100  # items kept of any one list in the stored frontmatter
+_MAX_STRING = 4_000  # characters kept of any one frontmatter string
+# What a note's metadata keeps (and every search result shows) of each list.
+MAX_TAGS = 200
+MAX_ALIASES = 50
+MAX_LINKS = 500
 
 
 # --------------------------------------------------------------------------------------- read
@@ -49,7 +60,7 @@ def read_note(root: Path, rel: str, *, max_bytes: int) -> Document | Skip:
     # Backslashes and ':' are legal in POSIX file names but could leave the vault on Windows.
     if outside or (os.name == "nt" and ("\\" in rel or ":" in rel)):
         raise InvalidArgument("rel", f"{rel!r} is not a '/'-separated path inside the vault")
-    data = read_bytes(os.path.join(root, *parts), max_bytes)
+    data = read_bytes(root, rel, max_bytes)
     return data if isinstance(data, Skip) else parse_note(rel, data)
 
 
@@ -69,47 +80,73 @@ def parse_note(rel: str, data: bytes) -> Document | Skip:
     """
     if not data:
         return Skip("empty", "file has zero bytes")
-    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
-        return Skip("binary", f"NUL byte in the first {BINARY_SNIFF_BYTES} bytes")
+    decoded = decode_text(data)
+    if isinstance(decoded, Skip):
+        return decoded
     try:
-        return _parse_text(rel, data)
+        return _parse_text(rel, *decoded)
     except Exception as exc:  # a parser bug must cost one note, not the collection
         log.exception("unexpected error parsing %s", rel)
         return Skip("parse_error", f"{type(exc).__name__}: {exc}")
 
 
-def _parse_text(rel: str, data: bytes) -> Document | Skip:
-    warnings: list[str] = []
+# UTF-32 first: its little-endian BOM begins with UTF-16's.
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def decode_text(data: bytes) -> tuple[str, list[str]] | Skip:
+    """Text from a file's bytes: UTF-16/32 by their BOM, else UTF-8 (BOM removed), else
+    Windows-1252 with a warning. NUL bytes in anything else mean binary data."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(encoding), []  # these codecs drop the BOM themselves
+            except UnicodeDecodeError:
+                return Skip("binary", f"starts with a {encoding.upper()} byte-order mark but "
+                            f"is not valid {encoding.upper()}")
+    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+        return Skip("binary", f"NUL byte in the first {BINARY_SNIFF_BYTES} bytes")
     try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig"), []
     except UnicodeDecodeError:
         # Legacy notes are most often Windows-1252 or Latin-1; decoding them as such keeps
         # "crème" searchable, where replacement characters would lose it.
         try:
-            text = data.decode("cp1252")
+            return data.decode("cp1252"), ["invalid_utf8"]
         except UnicodeDecodeError:
-            text = data.decode("latin-1")
-        warnings.append("invalid_utf8")
+            return data.decode("latin-1"), ["invalid_utf8"]
+
+
+def _parse_text(rel: str, text: str, warnings: list[str]) -> Document | Skip:
     if not text.strip():
         return Skip("empty", "file contains only whitespace")
-    fm, body_offset, fm_ok = _frontmatter(text)
-    if not fm_ok:
-        warnings.append("bad_frontmatter")
+    fm, body_offset, fm_problem = _frontmatter(text)
+    if fm_problem:
+        warnings.append(fm_problem)
     body = text[body_offset:]
     visible = _mask_code(body)
-    safe_fm = _json_safe(fm, [_MAX_NODES])
+    budget = _Budget(_MAX_NODES)
+    safe_fm = _json_safe(fm, budget)
     # Obsidian counts links in properties (e.g. `author: "[[Steph Ango]]"`) as links too.
     links, embeds = _wikilinks("\n".join([visible, *_strings(safe_fm)]))
     folder, _, name = rel.rpartition("/")
     title = fm.get("title")
+    tags = sorted(set(_frontmatter_tags(fm)) | set(_inline_tags(visible)))
+    aliases = _aliases(fm)
+    lists = ((tags, MAX_TAGS), (aliases, MAX_ALIASES), (links, MAX_LINKS), (embeds, MAX_LINKS))
+    if budget.truncated or any(len(items) > cap for items, cap in lists):
+        warnings.append("metadata_truncated")
     metadata: dict[str, Any] = {
-        "tags": sorted(set(_frontmatter_tags(fm)) | set(_inline_tags(visible))),
-        "aliases": _aliases(fm),
-        "wikilinks": links,
-        "embeds": embeds,
+        "tags": tags[:MAX_TAGS],
+        "aliases": aliases[:MAX_ALIASES],
+        "wikilinks": links[:MAX_LINKS],
+        "embeds": embeds[:MAX_LINKS],
         "folder": folder,
         "frontmatter": safe_fm,
     }
+    if isinstance(title, str):
+        title = title[:_MAX_STRING]
     return Document(
         title=title.strip() if isinstance(title, str) and title.strip() else _stem(name),
         text=body,
@@ -126,22 +163,95 @@ _FM_OPEN = re.compile(r"---[ \t]*\r?\n")
 _FM_CLOSE = re.compile(r"\n---[ \t]*(?:\r?\n|\Z)")  # searched from the opening line's '\n'
 
 
-def _frontmatter(text: str) -> tuple[dict[Any, Any], int, bool]:
-    """Return (mapping, body offset, ok). A block that is not a YAML mapping is dropped."""
+def _frontmatter(text: str) -> tuple[dict[Any, Any], int, str | None]:
+    """Return (mapping, body offset, warning code or None). A block that is not a YAML mapping,
+    or too large or too complex to load safely, is dropped with a warning."""
     opened = _FM_OPEN.match(text)
     closed = _FM_CLOSE.search(text, opened.end() - 1) if opened else None
     if not opened or not closed:
-        return {}, 0, True
+        return {}, 0, None
+    block = text[opened.end() : closed.start()]
+    if len(block) > MAX_FRONTMATTER_BYTES:  # characters: close enough, and cheap to check
+        return {}, closed.end(), "frontmatter_too_large"
     try:
-        loaded = _YAML.load(text[opened.end() : closed.start()])
+        loaded = load_yaml(block)
+    except _TooComplex:
+        return {}, closed.end(), "frontmatter_too_large"
     except _YAML_ERRORS as exc:
         log.debug("bad frontmatter: %s", exc)
-        return {}, closed.end(), False
+        return {}, closed.end(), "bad_frontmatter"
     if loaded is None:
-        return {}, closed.end(), True
+        return {}, closed.end(), None
     if not isinstance(loaded, dict):
-        return {}, closed.end(), False
-    return loaded, closed.end(), True
+        return {}, closed.end(), "bad_frontmatter"
+    return loaded, closed.end(), None
+
+
+class _TooComplex(Exception):
+    """The YAML would build more nodes than a note's metadata may have."""
+
+
+_SafeBase: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _BoundedLoader(_SafeBase):  # type: ignore[misc]
+    """yaml's safe loader with a budget on the nodes it builds.
+
+    PyYAML expands ``<<`` merge keys eagerly, copying the merged pairs into every mapping that
+    merges them: eight nested levels that each merge the one below ten times make 10^8 pairs
+    from 574 bytes. Here every merged pair and every constructed value is charged to a budget,
+    before it is copied, and the load stops when it runs out. Plain aliases cost nothing: the
+    constructor shares the object they point at.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.budget = _MAX_YAML_NODES
+
+    def _spend(self, n: int) -> None:
+        self.budget -= n
+        if self.budget < 0:
+            raise _TooComplex
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        if node not in self.constructed_objects:
+            self._spend(1)
+        return super().construct_object(node, deep)
+
+    def flatten_mapping(self, node: MappingNode) -> None:
+        merged: list[tuple[Node, Node]] = []
+        index = 0
+        while index < len(node.value):
+            key, value = node.value[index]
+            if key.tag != "tag:yaml.org,2002:merge":
+                if key.tag == "tag:yaml.org,2002:value":
+                    key.tag = "tag:yaml.org,2002:str"
+                index += 1
+                continue
+            del node.value[index]
+            sources = value.value if isinstance(value, SequenceNode) else [value]
+            parts = []
+            for source in sources:
+                if not isinstance(source, MappingNode):
+                    raise ConstructorError("while constructing a mapping", node.start_mark,
+                                           "a merge key needs mappings", source.start_mark)
+                self.flatten_mapping(source)
+                self._spend(len(source.value))
+                parts.append(source.value)
+            for part in reversed(parts):  # earlier mappings in a merge list win
+                merged.extend(part)
+        if merged:
+            node.value = merged + node.value
+
+
+def load_yaml(block: str) -> Any:
+    """Load a frontmatter block with :class:`_BoundedLoader`; raises ``_TooComplex`` past its
+    budget and yaml's own errors for bad YAML."""
+    loader = _BoundedLoader(block)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 # Block patterns are searched in "\n" + body: starting with a literal newline lets the regex
@@ -299,31 +409,59 @@ def _iso_date(value: Any) -> str | None:
     return None
 
 
-def _json_safe(value: Any, budget: list[int], depth: int = 0) -> Any:
+class _Budget:
+    """Nodes still allowed while making frontmatter JSON-safe, and whether anything was cut."""
+
+    def __init__(self, nodes: int) -> None:
+        self.left = nodes
+        self.truncated = False
+
+    def spend(self) -> bool:
+        self.left -= 1
+        if self.left < 0:
+            self.truncated = True
+        return self.left >= 0
+
+
+def _json_safe(value: Any, budget: _Budget, depth: int = 0) -> Any:
     """``value`` as JSON-safe data: dates as ISO text, anything else unknown as ``str``.
 
-    ``budget`` counts the nodes still allowed; past it, or past ``_MAX_DEPTH``, values become
-    None, so a YAML alias bomb or a self-referencing alias cannot blow up.
+    Bounded, so what a note stores and every search result repeats stays small: lists keep
+    their first ``_MAX_ITEMS`` items, strings ``_MAX_STRING`` characters, nesting
+    ``_MAX_DEPTH`` levels, and the whole ``budget`` nodes (past it, values become None and
+    containers stop). A YAML alias bomb or a self-referencing alias cannot blow up.
     """
-    budget[0] -= 1
-    if budget[0] < 0 or depth > _MAX_DEPTH:
+    if not budget.spend() or depth > _MAX_DEPTH:
+        budget.truncated = True
         return None
-    if value is None or isinstance(value, bool | int | str):
+    if isinstance(value, str):
+        if len(value) > _MAX_STRING:
+            budget.truncated = True
+        return value[:_MAX_STRING]
+    if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if isinstance(value, date | time):
         return value.isoformat()
     if isinstance(value, dict):
-        return {
-            k if isinstance(k, str) else str(_json_safe(k, budget, depth + 1)): _json_safe(
-                v, budget, depth + 1
-            )
-            for k, v in value.items()
-        }
+        out: dict[str, Any] = {}
+        for n, (k, v) in enumerate(value.items()):
+            if n >= _MAX_ITEMS * 10 or budget.left <= 0:
+                budget.truncated = True
+                break
+            key = k if isinstance(k, str) else str(_json_safe(k, budget, depth + 1))
+            out[key[:_MAX_STRING]] = _json_safe(v, budget, depth + 1)
+        return out
     if isinstance(value, list | tuple | set | frozenset):
-        return [_json_safe(v, budget, depth + 1) for v in value]
-    return str(value)
+        kept = []
+        for n, v in enumerate(value):
+            if n >= _MAX_ITEMS or budget.left <= 0:
+                budget.truncated = True
+                break
+            kept.append(_json_safe(v, budget, depth + 1))
+        return kept
+    return str(value)[:_MAX_STRING]
 
 
 # ---------------------------------------------------------------------------------------- uri

@@ -149,8 +149,14 @@ def test_index_paths_are_checked_and_made_absolute(tmp_path: Path) -> None:
     (folder / "a.md").write_text("# A\n", encoding="utf-8")
     assert parse_index({"collection": "p", "path": str(folder)}) == {
         "collection": "p", "wait": True, "path": str(folder.resolve())}
-    assert parse_index({"collection": "p", "path": "notes"}, cwd=tmp_path)["path"] == str(
-        folder.resolve())
+    for relative in ("notes", "./notes", "../notes"):
+        with pytest.raises(InvalidArgument) as caught:
+            parse_index({"collection": "p", "path": relative})
+        assert caught.value.param == "path" and "relative" in caught.value.message
+    for bad_name in ("..", "a/b", "nul\x00", "x" * 500, ""):
+        with pytest.raises(InvalidArgument) as caught:
+            parse_index({"collection": bad_name, "path": str(folder)})
+        assert caught.value.param == "collection"
     assert parse_index({"collection": "obsidian"}) == {"collection": "obsidian", "wait": True}
     for args, words in [({"collection": "p", "path": str(tmp_path / "missing")}, "not exist"),
                         ({"collection": "p", "path": str(folder / "a.md")}, "not a folder")]:

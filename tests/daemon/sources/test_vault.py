@@ -153,14 +153,15 @@ def test_walk_missing_or_file_root_raises_not_found(tmp_path: Path) -> None:
 
 
 @posix_only
-def test_walk_follows_directory_symlinks(tmp_path: Path) -> None:
+def test_walk_follows_links_inside_the_root_once_and_skips_those_outside(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     write(tmp_path, "outside/shared.md")
     write(vault, "own.md")
     (vault / "linked").symlink_to(tmp_path / "outside", target_is_directory=True)
-    (vault / "note-link.md").symlink_to(vault / "own.md")
+    (vault / "note-link.md").symlink_to(vault / "own.md")  # the same note: listed once
 
-    assert paths(vault) == ["linked/shared.md", "note-link.md", "own.md"]
+    assert paths(vault) == ["own.md"]
+    assert skips(vault) == {"linked": "outside_root"}
 
 
 @posix_only

@@ -87,7 +87,8 @@ class EmbeddingConfig(_Section):
         'Runtime, fp32, no torch at run time) or "onnx-int8" (ONNX Runtime with int8 matrix '
         "multiplies: faster, vectors within ~0.99 cosine of fp32). The ONNX graph is exported "
         "once into the data folder (python -m daemon.onnx_export); a model that cannot be "
-        "exported runs on sentence-transformers. Changing it re-embeds every source",
+        "exported runs on sentence-transformers. ONNX runs one text at a time (batch_size is "
+        "for sentence-transformers). Changing it re-embeds every source",
     )
 
 

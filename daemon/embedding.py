@@ -267,8 +267,8 @@ def make_embedder(config: EmbeddingConfig, data_dir: Path) -> Embedder:
             raise Unsupported("onnxruntime is not installed")
         model_path = resolve_model_path(config.model)
         directory = ensure_graph(config.model, model_path, models_dir(data_dir), threads=threads)
-        return OnnxEmbedder(config.model, directory, config.backend,
-                            batch_size=config.batch_size, threads=threads)
+        # batch_size is the torch embedder's: ONNX is fastest one text at a time (0011).
+        return OnnxEmbedder(config.model, directory, config.backend, threads=threads)
     except Unsupported as exc:
         log.warning("embedding backend %s is not available for %s, using sentence-transformers: "
                     "%s", config.backend, config.model, exc)

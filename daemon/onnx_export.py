@@ -224,7 +224,8 @@ def _quantise(fp32: Path, int8: Path) -> None:
     # Measured on obsidian-help-en chunks: cosine to fp32 0.994 mean (min 0.987); per-tensor
     # weights gave 0.952 and unsigned reduce-range 0.939, both slower.
     previous = logging.root.manager.disable
-    logging.disable(logging.INFO)  # the quantiser logs a line per tensor on the root logger
+    # The quantiser logs a line per tensor, and advice, on the root logger.
+    logging.disable(logging.WARNING)
     try:
         quantize_dynamic(str(fp32), str(int8), op_types_to_quantize=["MatMul"],
                          per_channel=True, weight_type=QuantType.QInt8)

@@ -183,13 +183,17 @@ def test_onnx_matches_sentence_transformers_on_real_text(exported: Path,
         assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
         cos = np.sum(vectors * reference, axis=1)
         assert cos.min() >= lowest and cos.mean() >= mean, (variant, cos.min(), cos.mean())
-        # A query goes through the single-threaded session. int8 activations are quantised
-        # with one scale per batch, so an int8 vector depends a little on its batch-mates.
+        # A query goes through the single-threaded session: the same vector as in indexing
+        # (also for int8, whose activation scales are per run: one text per run).
         for i in (0, len(texts) // 2):
             query = emb.embed_query(texts[i])
-            assert float(query @ vectors[i]) > (0.9999 if variant == ONNX else 0.98)
+            assert float(query @ vectors[i]) > 0.9999
             assert float(query @ reference[i]) >= lowest
         assert emb.count_tokens(texts) == counts
+    # Batched, int8 vectors depend a little on their batch-mates; still close to torch.
+    batched = OnnxEmbedder(MODEL, exported, ONNX_INT8, threads=2, batch_size=16)
+    cos = np.sum(batched.embed(texts[:32]) * reference[:32], axis=1)
+    assert cos.min() >= 0.97 and cos.mean() >= 0.99
     # Past the limit, the text is truncated exactly as sentence-transformers truncates it.
     long_text = " ".join(texts) * 2
     emb = OnnxEmbedder(MODEL, exported, ONNX, threads=2)

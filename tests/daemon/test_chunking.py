@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from daemon.chunking import (
+    CHARS_PER_TOKEN_MAX,
     CHUNKER_VERSION,
     chunk_markdown,
     embed_prefix,
@@ -409,3 +410,24 @@ def test_real_tokenizer_on_the_obsidian_help_vault(real_counter):
         check_invariants(path.stem, body, chunks, real_counter, 256)
         total += len(chunks)
     assert total > 170
+
+
+# --- the hard character cap -------------------------------------------------------------------
+
+
+def test_a_line_with_no_break_points_is_cut_by_characters_under_the_cap(real_counter):
+    """A 1 MB run with no space is one unknown token to the model: without the character cap
+    it became a single 1 MB chunk. Every part now lands in a chunk of bounded size."""
+    text = "prefix words first\n\n" + "Q" * 1_000_000 + " tail"
+    chunks = chunk(text, max_tokens=256, overlap=32, counter=real_counter)
+    check_invariants("Note", text, chunks, real_counter, 256)
+    assert max(len(c.text) for c in chunks) <= 256 * CHARS_PER_TOKEN_MAX
+    assert len(chunks) >= 1_000_000 // (256 * CHARS_PER_TOKEN_MAX)
+
+
+def test_the_character_cap_never_binds_on_prose(real_counter):
+    text = ("The quick brown fox jumps over the lazy dog. " * 400).strip()
+    chunks = chunk(text, max_tokens=256, overlap=0, counter=real_counter)
+    # Prose runs ~4-5 characters a token: chunks are filled by tokens, far below the cap.
+    assert all(c.token_count > 200 for c in chunks[:-1])
+    assert max(len(c.text) for c in chunks) < 256 * CHARS_PER_TOKEN_MAX // 1.5

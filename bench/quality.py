@@ -3,7 +3,7 @@
 Prints tables and writes bench/results/quality.json (quality-quick.json with --quick) and a
 PNG of nDCG@10 by mode beside the published figures.
 
-    python bench/quality.py [--quick] [--home DIR] [--known-items FILE] [--vault PATH]
+    python bench/quality.py [--quick] [--home DIR] [--known-items FILE ...] [--vault PATH]
                             [--no-scifact] [--no-known-items]
 
 SciFact (test split, 300 queries, binary qrels): every document becomes one markdown note,
@@ -16,7 +16,13 @@ comparable with published figures; the output says so.
 
 Known items: a TSV of ``question<TAB>expected note path`` (relative to the vault, which the
 file names in a ``# vault: NAME`` line or --vault gives). MRR@10 = mean of 1/rank of the
-expected note (0 when it is not in the top 10).
+expected note (0 when it is not in the top 10). By default two sets run: obsidian-help-en
+(bench/queries/obsidian-help-en.tsv) and kepano-obsidian (bench/queries/kepano-obsidian.tsv,
+half of whose answers are notes made only of properties); --known-items replaces them.
+
+Each table shows the previous run (bench/results/quality.json as it was) beside this one, and
+each set lists its per-query losers: the queries that hybrid ranks worse than semantic (the
+expected note's rank; nDCG@10 on SciFact), so a fusion change can be judged query by query.
 
 --home keeps the indexes (and the generated SciFact notes) between runs: the catalog caches
 vectors by the hash of the embedded text, so a re-run embeds nothing and takes a few minutes.
@@ -43,13 +49,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import REPO, bar_plot, corpus, pct, table, write_json  # noqa: E402
-from bench.metrics import evaluate, mrr  # noqa: E402
+from bench.metrics import evaluate, mrr, ndcg_at_k  # noqa: E402
 
 MODES = ("keyword", "semantic", "hybrid")
 K = 10
 QUICK_DISTRACTORS = 300
 QUICK_SEED = 13
 DEFAULT_KNOWN_ITEMS = REPO / "bench" / "queries" / "obsidian-help-en.tsv"
+KNOWN_ITEM_SETS = (DEFAULT_KNOWN_ITEMS, REPO / "bench" / "queries" / "kepano-obsidian.tsv")
 
 # Published figures on the same split (nDCG@10, Recall@10), for the table and the plot.
 PUBLISHED: dict[str, dict[str, float | None]] = {
@@ -227,8 +234,9 @@ def run_scifact(app: Any, home: Path, quick: bool) -> dict[str, Any]:
     print(f"indexing {len(docs):,} SciFact documents into {name} ...", file=sys.stderr)
     info = index_folder(app, name, folder)
     by_mode: dict[str, Any] = {}
+    runs: dict[str, dict[str, list[str]]] = {}
     for mode in MODES:
-        run: dict[str, list[str]] = {}
+        run: dict[str, list[str]] = runs.setdefault(mode, {})
         lat: list[float] = []
         for text in list(queries.values())[:3]:  # warm caches before timing
             ragd_ranking(app, name, text, mode)
@@ -239,8 +247,16 @@ def run_scifact(app: Any, home: Path, quick: bool) -> dict[str, Any]:
             run[qid] = [Path(p).stem for p in ranked]
         by_mode[mode] = {**evaluate(run, qrels, K), "p50_ms": pct(lat, 50),
                          "p95_ms": pct(lat, 95)}
+    per_query = {m: {q: ndcg_at_k(runs[m][q], qrels[q], K) for q in queries} for m in MODES}
+    worse = sorted((q for q in queries if per_query["hybrid"][q] < per_query["semantic"][q]
+                    - 1e-9), key=lambda q: per_query["hybrid"][q] - per_query["semantic"][q])
+    losers = [{"query": queries[q], "semantic": round(per_query["semantic"][q], 3),
+               "hybrid": round(per_query["hybrid"][q], 3)} for q in worse]
+    wins = sum(per_query["hybrid"][q] > per_query["semantic"][q] + 1e-9 for q in queries)
     return {"subset": quick, "documents": len(docs), "queries": len(queries),
-            "judgements": sum(len(g) for g in qrels.values()), "index": info, "modes": by_mode}
+            "judgements": sum(len(g) for g in qrels.values()), "index": info, "modes": by_mode,
+            "hybrid_vs_semantic": {"wins": wins, "losses": len(losers)},
+            "hybrid_losers": losers}
 
 
 def run_known_items(app: Any, rows: Sequence[tuple[str, str]], vault: Path) -> dict[str, Any]:
@@ -250,27 +266,61 @@ def run_known_items(app: Any, rows: Sequence[tuple[str, str]], vault: Path) -> d
     expected = [p for _, p in rows]
     by_mode: dict[str, Any] = {}
     misses: dict[str, list[dict[str, Any]]] = {}
+    ranks: dict[str, list[int | None]] = {}
     for mode in MODES:
         rankings = [ragd_ranking(app, name, q, mode) for q, _ in rows]
         by_mode[mode] = mrr(rankings, expected, K)
+        ranks[mode] = [r.index(e) + 1 if e in r else None
+                       for e, r in zip(expected, rankings, strict=True)]
         misses[mode] = [{"query": q, "expected": e, "got": r[:3]}
                         for (q, e), r in zip(rows, rankings, strict=True) if e not in r[:1]]
+    worse = [i for i in range(len(rows))
+             if _rank_key(ranks["hybrid"][i]) > _rank_key(ranks["semantic"][i])]
+    better = [i for i in range(len(rows))
+              if _rank_key(ranks["hybrid"][i]) < _rank_key(ranks["semantic"][i])]
+    losers = [{"query": rows[i][0], "expected": rows[i][1],
+               **{m: ranks[m][i] for m in MODES}} for i in worse]
     return {"vault": str(vault), "queries": len(rows), "index": info, "modes": by_mode,
-            "not_first": misses}
+            "not_first": misses, "hybrid_vs_semantic": {"wins": len(better),
+                                                        "losses": len(worse)},
+            "hybrid_losers": losers}
+
+
+def _rank_key(rank: int | None) -> int:
+    """A rank for comparison: not in the top K sorts after every rank in it."""
+    return K + 1 if rank is None else rank
 
 
 # -- output -------------------------------------------------------------------------------------
-def print_scifact(res: dict[str, Any]) -> None:
-    rows: list[list[Any]] = [[f"ragd {m}", v["ndcg@10"], v["recall@10"], v["p50_ms"],
-                              v["p95_ms"]] for m, v in res["modes"].items()]
+def _previous(prev: dict[str, Any] | None, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(prev, dict):
+            return None
+        prev = prev.get(key)
+    return prev
+
+
+def _delta(now: float, before: Any) -> list[Any]:
+    """The previous figure and the change, or blanks when there was no previous run."""
+    if not isinstance(before, int | float):
+        return ["-", ""]
+    return [float(before), f"{now - before:+.3f}"]
+
+
+def print_scifact(res: dict[str, Any], prev: dict[str, Any] | None = None) -> None:
+    rows: list[list[Any]] = [
+        [f"ragd {m}", v["ndcg@10"], *_delta(v["ndcg@10"], _previous(prev, "modes", m,
+                                                                    "ndcg@10")),
+         v["recall@10"], v["p50_ms"], v["p95_ms"]] for m, v in res["modes"].items()]
     if not res["subset"]:
-        rows += [[f"published {k}", v["ndcg@10"], "-" if v["recall@10"] is None
+        rows += [[f"published {k}", v["ndcg@10"], "", "", "-" if v["recall@10"] is None
                   else v["recall@10"], "", ""] for k, v in PUBLISHED.items()]
     idx = res["index"]
     title = (f"SciFact test: {res['queries']} queries, {res['documents']:,} documents, "
              f"{idx['chunks']:,} chunks (indexed in {idx['seconds']:.1f} s, "
              f"{idx['embedded_now']:,} embedded this run)")
-    print(table(title, rows, ["mode", "nDCG@10", "Recall@10", "p50 ms", "p95 ms"]))
+    print(table(title, rows, ["mode", "nDCG@10", "previous", "change", "Recall@10", "p50 ms",
+                              "p95 ms"]))
     if not res["subset"]:
         for k, v in PUBLISHED_SOURCES.items():
             print(f"  {k}: {v}")
@@ -279,53 +329,88 @@ def print_scifact(res: dict[str, Any]) -> None:
               f"seed {QUICK_SEED}); fewer distractors make these scores higher than on the "
               "full corpus, so they are NOT comparable with the published figures "
               "(BM25 0.665, all-MiniLM-L6-v2 0.645).")
+    hs = res["hybrid_vs_semantic"]
+    print(f"  hybrid vs semantic, per query nDCG@10: {hs['wins']} better, {hs['losses']} worse;"
+          " the worst losers:")
+    for d in res["hybrid_losers"][:5]:
+        print(f"    {d['semantic']:.3f} -> {d['hybrid']:.3f}  {d['query'][:90]}")
 
 
-def print_known(res: dict[str, Any]) -> None:
-    rows = [[f"ragd {m}", v["mrr@10"], v["hits@1"], v["hits@10"]]
-            for m, v in res["modes"].items()]
+def print_known(res: dict[str, Any], prev: dict[str, Any] | None = None) -> None:
+    rows = [[f"ragd {m}", v["mrr@10"], *_delta(v["mrr@10"], _previous(prev, "modes", m,
+                                                                      "mrr@10")),
+             v["hits@1"], v["hits@10"]] for m, v in res["modes"].items()]
     idx = res["index"]
     print(table(f"known items: {res['queries']} questions over {Path(res['vault']).name} "
                 f"({idx['sources']:,} notes, {idx['chunks']:,} chunks)", rows,
-                ["mode", "MRR@10", "hits@1", "hits@10"]))
+                ["mode", "MRR@10", "previous", "change", "hits@1", "hits@10"]))
+    hs = res["hybrid_vs_semantic"]
+    print(f"  hybrid vs semantic, per query: {hs['wins']} ranked higher, {hs['losses']} lower"
+          + (" (rank of the expected note, '-' = not in the top 10):" if hs["losses"] else ""))
+    for d in res["hybrid_losers"]:
+        r = {m: "-" if d[m] is None else str(d[m]) for m in MODES}
+        print(f"    semantic {r['semantic']:>2}  hybrid {r['hybrid']:>2}  keyword "
+              f"{r['keyword']:>2}  {d['query'][:70]}")
+
+
+def previous_run(quick: bool) -> dict[str, Any]:
+    """The last run's JSON (what this run will move to .previous.json), or {}."""
+    from bench.common import RESULTS
+
+    path = RESULTS / ("quality-quick.json" if quick else "quality.json")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="SciFact subset (a few minutes)")
     ap.add_argument("--home", type=Path, help="persistent RAGD_HOME (reuses embeddings)")
-    ap.add_argument("--known-items", type=Path, default=DEFAULT_KNOWN_ITEMS,
-                    help=f"TSV question<TAB>path (default {DEFAULT_KNOWN_ITEMS.relative_to(REPO)})")
+    ap.add_argument("--known-items", type=Path, action="append",
+                    help="TSV question<TAB>path, repeatable (default: "
+                    + ", ".join(str(p.relative_to(REPO)) for p in KNOWN_ITEM_SETS) + ")")
     ap.add_argument("--vault", type=Path, help="vault of the known-item file (default: its "
-                    "'# vault:' line, under the shared corpus)")
+                    "'# vault:' line, under the shared corpus); only with one --known-items")
     ap.add_argument("--no-scifact", action="store_true")
     ap.add_argument("--no-known-items", action="store_true")
     args = ap.parse_args()
-    rows: list[tuple[str, str]] = []
-    vault = None
-    if not args.no_known_items:
-        rows, named = load_known_items(args.known_items)
-        vault = known_items_vault(rows, named, args.vault)
+    files = [] if args.no_known_items else (args.known_items or list(KNOWN_ITEM_SETS))
+    if args.vault and len(files) != 1:
+        sys.exit("error: --vault needs exactly one --known-items file")
+    sets = []
+    for f in files:
+        rows, named = load_known_items(f)
+        sets.append((f, rows, known_items_vault(rows, named, args.vault)))
     if not args.no_scifact:
         load_scifact(args.quick)  # fail now, not after indexing the vault, if data is missing
+    prev = previous_run(args.quick)
     out: dict[str, Any] = {"quick": args.quick, "k": K, "config": {"search.max_per_source": 1},
                            "published": PUBLISHED, "published_sources": PUBLISHED_SOURCES}
     with tempfile.TemporaryDirectory(prefix="ragd-quality-") as tmp:
         root = args.home.expanduser().resolve() if args.home else Path(tmp)
         overrides = {"search.max_per_source": 1}
-        if vault is not None:
+        for f, rows, vault in sets:
             with ragd_app(root / f"known-{vault.name}", overrides,
                           on_progress=progress_printer("indexing")) as app:
-                out["known_items"] = run_known_items(app, rows, vault)
-                out["known_items"]["file"] = str(args.known_items)
+                res = run_known_items(app, rows, vault)
+            res["file"] = str(f)
+            out.setdefault("known_item_sets", {})[vault.name] = res
+            # The first set also under its old key, which bench/report.py reads.
+            out.setdefault("known_items", res)
         if not args.no_scifact:
             home = scifact_home(root, args.quick)[0]
             with ragd_app(home, overrides, on_progress=progress_printer("indexing")) as app:
                 out["scifact"] = run_scifact(app, home, args.quick)
-    if "known_items" in out:
-        print_known(out["known_items"])
+    for name, res in out.get("known_item_sets", {}).items():
+        before = _previous(prev, "known_item_sets", name)
+        if before is None and _previous(prev, "known_items", "vault") == res["vault"]:
+            before = prev["known_items"]
+        print_known(res, before)
     if "scifact" in out:
-        print_scifact(out["scifact"])
+        print_scifact(out["scifact"], prev.get("scifact"))
         labels = [f"ragd {m}" for m in MODES]
         values = [out["scifact"]["modes"][m]["ndcg@10"] * 100 for m in MODES]
         if not args.quick:
@@ -334,6 +419,8 @@ def main() -> None:
         bar_plot("quality-quick" if args.quick else "quality",
                  "SciFact nDCG@10" + (" (quick subset)" if args.quick else ""), labels, values,
                  "nDCG@10 x 100")
+    if prev:
+        print(f"previous run: {_previous(prev, 'machine', 'date') or 'date unknown'}")
     path = write_json("quality-quick" if args.quick else "quality", out)
     print(f"wrote {path}")
 

@@ -81,7 +81,9 @@ class App:
             self.catalog, self.embedder, self.faiss, self.whoosh,
             SearchSettings(rrf_k=s.rrf_k, keyword_weight=s.keyword_weight,
                            semantic_weight=s.semantic_weight, exact_weight=s.exact_weight,
-                           overfetch=s.overfetch, max_per_source=s.max_per_source),
+                           overfetch=s.overfetch, max_per_source=s.max_per_source,
+                           fusion=s.fusion, z_semantic_weight=s.z_semantic_weight,
+                           z_note_weight=s.z_note_weight, z_keyword_weight=s.z_keyword_weight),
             indexing)
         self._reembedded: set[str] = set()
         self.reembed_needed = self._check_fingerprint()

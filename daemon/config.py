@@ -111,6 +111,21 @@ class SearchConfig(_Section):
     max_per_source: int = Field(
         default=2, ge=1, description="Most results returned from one source file"
     )
+    fusion: Literal["zscore", "rrf"] = Field(
+        default="zscore",
+        description="How hybrid mode fuses its legs: z-scores of each leg's note scores "
+        "(decision 0010) or Reciprocal Rank Fusion of chunk ranks (the weights above)",
+    )
+    z_semantic_weight: float = Field(
+        default=0.4, ge=0, description="zscore fusion: weight of the semantic leg (chunks)"
+    )
+    z_note_weight: float = Field(
+        default=0.3, ge=0,
+        description="zscore fusion: weight of the note leg (a note's opening and properties)",
+    )
+    z_keyword_weight: float = Field(
+        default=0.3, ge=0, description="zscore fusion: weight of the keyword (BM25) leg"
+    )
 
 
 class DaemonConfig(_Section):

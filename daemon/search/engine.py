@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,15 @@ from daemon.embedding import Embedder
 from daemon.errors import InvalidArgument
 from daemon.properties import is_properties
 from daemon.search.filters import COLLECTION_TYPES, MODES, Filters, to_sql, to_whoosh
-from daemon.search.fusion import Fused, collapse, fold_properties, normalise, rrf
+from daemon.search.fusion import (
+    Fused,
+    best_per_note,
+    collapse,
+    fold_properties,
+    normalise,
+    rrf,
+    zscore_fusion,
+)
 from daemon.stores.fulltext import WhooshStore
 from daemon.stores.vectors import FaissStore
 
@@ -44,6 +52,10 @@ class SearchSettings:
     exact_weight: float = 1.0
     overfetch: int = 50
     max_per_source: int = 2
+    fusion: str = "zscore"  # hybrid mode: "zscore" (decision 0010) or "rrf"
+    z_semantic_weight: float = 0.4
+    z_note_weight: float = 0.3
+    z_keyword_weight: float = 0.3
 
 
 def validate(req: SearchRequest) -> None:
@@ -93,8 +105,9 @@ class SearchEngine:
             self._analyzer = _analyzer()
         return list(dict.fromkeys(t.text for t in self._analyzer(text)))  # type: ignore[misc]
 
-    def keyword_leg(self, query: str, k: int, filters: Filters) -> list[int]:
-        """BM25F, matching ANY analysed term: documents matching more terms rank higher."""
+    def keyword_hits(self, query: str, k: int, filters: Filters) -> list[tuple[int, float]]:
+        """BM25F, matching ANY analysed term: documents matching more terms rank higher.
+        (chunk id, BM25F score), best first."""
         from whoosh import query as Q
 
         terms = self.analyse(query)
@@ -106,39 +119,65 @@ class SearchEngine:
             words = self.analyse(phrase)
             if len(words) > 1:
                 parts.append(Q.Phrase("content", words, boost=2.0))
-        hits = self.whoosh.search(Q.Or(parts), k, to_whoosh(filters))
-        return [cid for cid, _ in hits]
+        return self.whoosh.search(Q.Or(parts), k, to_whoosh(filters))
 
-    def semantic_leg(self, query: str, k: int, filters: Filters) -> list[int]:
+    def keyword_leg(self, query: str, k: int, filters: Filters) -> list[int]:
+        return [cid for cid, _ in self.keyword_hits(query, k, filters)]
+
+    def semantic_hits(self, query: str, k: int, filters: Filters) -> list[tuple[int, float]]:
+        """(chunk id, cosine similarity to the query), best first."""
         allowed = None
         if filters.active:
             where, args = to_sql(filters)
             allowed = self.catalog.filter_chunk_ids(where, args)
         vec = self.embedder.embed_query(query)
-        return [cid for cid, _ in self.faiss.search(vec, k, allowed)]
+        return self.faiss.search(vec, k, allowed)
 
-    def exact_leg(self, query: str, k: int, filters: Filters) -> list[int]:
-        """Exact title/alias matches, then exact phrase matches: never buried by neighbours."""
-        from whoosh import query as Q
+    def semantic_leg(self, query: str, k: int, filters: Filters) -> list[int]:
+        return [cid for cid, _ in self.semantic_hits(query, k, filters)]
 
+    def title_leg(self, query: str, filters: Filters) -> list[int]:
+        """The first chunk of each note whose title or an alias equals the query."""
         ids = self.catalog.titles_equal(query, filters.collections)
         if ids and filters.active:
             where, args = to_sql(filters)
             allowed = set(self.catalog.filter_chunk_ids(where, args))
             ids = [i for i in ids if i in allowed]
+        return ids
+
+    def phrase_hits(self, query: str, k: int, filters: Filters) -> list[tuple[int, float]]:
+        """Chunks holding the whole query as a phrase (queries of two words or more)."""
+        from whoosh import query as Q
+
         words = self.analyse(query)
-        if len(words) > 1:
-            hits = self.whoosh.search(Q.Phrase("content", words), k, to_whoosh(filters))
-            ids += [cid for cid, _ in hits if cid not in ids]
+        if len(words) < 2:
+            return []
+        return self.whoosh.search(Q.Phrase("content", words), k, to_whoosh(filters))
+
+    def exact_leg(self, query: str, k: int, filters: Filters) -> list[int]:
+        """Exact title/alias matches, then exact phrase matches: never buried by neighbours."""
+        ids = self.title_leg(query, filters)
+        ids += [cid for cid, _ in self.phrase_hits(query, k, filters) if cid not in ids]
         return ids[:k]
 
     # -- the search ----------------------------------------------------------------------------
     def search(self, req: SearchRequest) -> dict[str, Any]:
         """Results in the rag_search shape, plus timings when explaining."""
         validate(req)
-        s = self.settings
         t0 = time.perf_counter()
         query = " ".join(req.query.split())
+        if query and req.mode == "hybrid" and self.settings.fusion == "zscore":
+            results = self._hybrid(query, req)
+        else:
+            results = self._ranked(query, req)
+        out: dict[str, Any] = {"results": results, "indexing": self.indexing()}
+        if req.explain:
+            out["timing_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        return out
+
+    def _ranked(self, query: str, req: SearchRequest) -> list[dict[str, Any]]:
+        """Keyword or semantic mode (and hybrid with ``fusion = "rrf"``): chunks by RRF."""
+        s = self.settings
         k = max(s.overfetch, req.top_k * 3)
         legs: dict[str, list[int]] = {}
         weights = {"keyword": s.keyword_weight, "semantic": s.semantic_weight,
@@ -158,11 +197,50 @@ class SearchEngine:
         top = collapse(fused, lambda i: rows[i].source_id, s.max_per_source, req.top_k)
         # 1.0 means rank 1 in every leg that found anything (the exact leg only when it hit).
         main = [weights[leg] for leg, ids in legs.items() if ids]
-        results = [self._result(rows[f.id], f, normalise(f.score, main, s.rrf_k), req, query)
-                   for f in top]
-        out: dict[str, Any] = {"results": results, "indexing": self.indexing()}
-        if req.explain:
-            out["timing_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        return [self._result(rows[f.id], f, normalise(f.score, main, s.rrf_k), req, query)
+                for f in top]
+
+    def _hybrid(self, query: str, req: SearchRequest) -> list[dict[str, Any]]:
+        """Hybrid mode: notes ranked by z-score fusion of their legs (decision 0010), each
+        shown by its best chunks."""
+        s, f = self.settings, req.filters
+        k = max(s.overfetch, req.top_k * 3)
+        kw, sem = self.keyword_hits(query, k, f), self.semantic_hits(query, k, f)
+        titles, phrase = self.title_leg(query, f), self.phrase_hits(query, k, f)
+        rows = self.catalog.chunks_by_id(sorted({c for c, _ in [*kw, *sem, *phrase]}
+                                                | set(titles)))
+
+        def live(hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
+            return [(c, x) for c, x in hits if c in rows]  # not deleted since the leg ran
+
+        def note_of(cid: int) -> int:
+            return rows[cid].source_id
+
+        kw, sem, phrase = live(kw), live(sem), live(phrase)
+        titles = [c for c in titles if c in rows]
+        # The note leg: a note's opening chunk and its properties (title, aliases,
+        # properties, first section) as found by the semantic search.
+        heads = [(c, x) for c, x in sem if rows[c].ordinal <= 0]
+        notes = zscore_fusion(
+            {"semantic": best_per_note(sem, note_of), "note": best_per_note(heads, note_of),
+             "keyword": best_per_note(kw, note_of), "phrase": best_per_note(phrase, note_of)},
+            {"semantic": s.z_semantic_weight, "note": s.z_note_weight,
+             "keyword": s.z_keyword_weight, "phrase": s.z_keyword_weight * s.exact_weight},
+            exact=[note_of(c) for c in titles], exact_weight=s.exact_weight)
+        # Which chunks show a note: its chunks by RRF over the legs, body before properties.
+        chunks = rrf({"keyword": [c for c, _ in kw], "semantic": [c for c, _ in sem],
+                      "exact": titles + [c for c, _ in phrase]},
+                     {"keyword": 1.0, "semantic": 1.0, "exact": 1.0}, s.rrf_k)
+        by_note: dict[Hashable, list[Fused]] = {}
+        for item in fold_properties(chunks, note_of, lambda i: is_properties(rows[i].ordinal)):
+            by_note.setdefault(note_of(item.id), []).append(item)
+        out: list[dict[str, Any]] = []
+        for note in notes:
+            for item in by_note.get(note.note, [])[:s.max_per_source]:
+                shown = Fused(item.id, note.score, note.ranks)
+                out.append(self._result(rows[item.id], shown, note.display, req, query))
+                if len(out) >= req.top_k:
+                    return out
         return out
 
     def _result(self, row: ChunkRow, f: Fused, score: float, req: SearchRequest,
@@ -182,7 +260,7 @@ class SearchEngine:
             metadata["date"] = f"{d[:4]}-{d[4:6]}-{d[6:]}"
         metadata["snippet"] = snippet(row.text, self.analyse(query) if query else [])
         if req.explain:
-            metadata["explain"] = {"ranks": f.ranks, "rrf": round(f.score, 6)}
+            metadata["explain"] = {"ranks": f.ranks, "fused": round(f.score, 6)}
         return {
             "title": row.title,
             "content": row.text,

@@ -81,3 +81,70 @@ def fold_properties(items: Sequence[Fused], source_of: Callable[[int], Hashable]
             out.append(body if body is item else Fused(body.id, item.score,
                                                        {**body.ranks, **ranks}))
     return out
+
+
+@dataclass(frozen=True)
+class NoteScore:
+    """A note's fused evidence: ``score`` orders notes, ``display`` is the 0-1 result score."""
+
+    note: Hashable
+    score: float
+    display: float
+    ranks: dict[str, int] = field(default_factory=dict)  # leg -> 1-based rank of the note
+
+
+def best_per_note(hits: Sequence[tuple[int, float]], note_of: Callable[[int], Hashable]
+                  ) -> list[tuple[Hashable, float]]:
+    """A leg's chunk hits (best first) as notes, each scored by its best chunk."""
+    seen: dict[Hashable, float] = {}
+    for cid, score in hits:
+        seen.setdefault(note_of(cid), score)
+    return list(seen.items())
+
+
+def _standardise(values: Sequence[float]) -> list[float]:
+    """z-scores; a leg whose scores are all equal contributes nothing to the order."""
+    n = len(values)
+    mean = sum(values) / n
+    sd = (sum((v - mean) ** 2 for v in values) / n) ** 0.5
+    return [(v - mean) / sd if sd > 0 else 0.0 for v in values]
+
+
+def zscore_fusion(legs: Mapping[str, Sequence[tuple[Hashable, float]]],
+                  weights: Mapping[str, float], exact: Sequence[Hashable] = (),
+                  exact_weight: float = 1.0) -> list[NoteScore]:
+    """Fuse per-note leg scores by their standardised values (decision 0010).
+
+    Each leg's scores are turned into z-scores over the notes it returned, so a leg whose best
+    note stands far above the rest (a confident leg) moves the order more than one whose
+    scores are flat. A note missing from a leg gets that leg's lowest z-score. Notes of the
+    exact leg (title or alias equal to the query, then the query as a phrase) go on top, in
+    its order, scaled by ``exact_weight``. ``display`` maps each leg's scores to 0-1 (best
+    note 1) and averages them by weight: 1.0 means "best in every leg that found anything".
+    """
+    ran = {leg: hits for leg, hits in legs.items() if hits and weights.get(leg, 0) > 0}
+    notes: dict[Hashable, None] = {n: None for hits in ran.values() for n, _ in hits}
+    notes.update({n: None for n in exact})
+    total = sum(weights[leg] for leg in ran) or 1.0
+    score = dict.fromkeys(notes, 0.0)
+    display = dict.fromkeys(notes, 0.0)
+    ranks: dict[Hashable, dict[str, int]] = {n: {} for n in notes}
+    for leg, hits in ran.items():
+        w = weights[leg]
+        z = dict(zip((n for n, _ in hits), _standardise([s for _, s in hits]), strict=True))
+        floor = min(z.values())
+        top, low = hits[0][1], min(s for _, s in hits)
+        for rank, (n, s) in enumerate(hits, 1):
+            ranks[n].setdefault(leg, rank)
+            display[n] += w / total * ((s - low) / (top - low) if top > low else 1.0)
+        for n in notes:
+            score[n] += w * z.get(n, floor)
+    if exact:
+        span = (max(score.values()) - min(score.values())) + 1.0
+        for rank, n in enumerate(dict.fromkeys(exact), 1):
+            score[n] += exact_weight * span * (len(exact) - rank + 1)
+            display[n] = max(display[n], 1.0 / rank)
+            ranks[n]["exact"] = rank
+    out = [NoteScore(n, score[n], min(1.0, display[n]), ranks[n]) for n in notes]
+    out.sort(key=lambda f: (-f.score, min(f.ranks.values(), default=0), str(f.note)))
+    return out

@@ -1,6 +1,13 @@
 import pytest
 
-from daemon.search.fusion import collapse, fold_properties, normalise, rrf
+from daemon.search.fusion import (
+    best_per_note,
+    collapse,
+    fold_properties,
+    normalise,
+    rrf,
+    zscore_fusion,
+)
 
 
 def test_rrf_sums_reciprocal_ranks() -> None:
@@ -57,3 +64,33 @@ def test_fold_properties_shows_the_body_in_the_notes_place() -> None:
     # A properties chunk below its note's body adds no second result.
     below = rrf({"a": [11, 10]}, {"a": 1.0})
     assert [f.id for f in fold_properties(below, source.__getitem__, lambda i: i == 10)] == [11]
+
+
+def test_best_per_note_keeps_each_notes_best_chunk() -> None:
+    note = {1: "a", 2: "b", 3: "a"}
+    assert best_per_note([(1, 0.9), (2, 0.8), (3, 0.7)], note.__getitem__) == [
+        ("a", 0.9), ("b", 0.8)]
+
+
+def test_zscore_fusion_lets_a_confident_leg_lead() -> None:
+    # The semantic leg is flat (no opinion); the keyword leg is sure about "b".
+    legs = {"semantic": [("a", 0.52), ("b", 0.51), ("c", 0.50)],
+            "keyword": [("b", 30.0), ("a", 2.0), ("c", 1.0)]}
+    fused = zscore_fusion(legs, {"semantic": 0.5, "keyword": 0.5})
+    assert [f.note for f in fused] == ["b", "a", "c"]
+    assert fused[0].ranks == {"semantic": 2, "keyword": 1}
+    # A note one leg did not return gets that leg's lowest z-score, not a free pass.
+    fused = zscore_fusion({"semantic": [("a", 0.9), ("b", 0.5)], "keyword": [("c", 9.0),
+                                                                            ("a", 1.0)]},
+                          {"semantic": 0.5, "keyword": 0.5})
+    assert [f.note for f in fused] == ["a", "c", "b"]
+
+
+def test_zscore_fusion_puts_exact_titles_first_and_scores_0_to_1() -> None:
+    legs = {"semantic": [("a", 0.9), ("b", 0.5)], "keyword": [("a", 9.0), ("b", 1.0)]}
+    fused = zscore_fusion(legs, {"semantic": 0.5, "keyword": 0.5}, exact=["z", "b"])
+    assert [f.note for f in fused] == ["z", "b", "a"]
+    assert fused[0].display == 1.0 and fused[0].ranks == {"exact": 1}
+    plain = zscore_fusion(legs, {"semantic": 0.5, "keyword": 0.5})
+    assert plain[0].display == pytest.approx(1.0) and plain[1].display == pytest.approx(0.0)
+    assert zscore_fusion({}, {"semantic": 1.0}) == []

@@ -1,38 +1,40 @@
-"""Tune hybrid search's fusion settings on SciFact's train split; check them on held-out sets.
+"""Tune hybrid search's z-score fusion weights on tuning sets; check them on held-out sets.
 
     python bench/tune_fusion.py --home ~/.cache/ragd-bench/quality
 
-Hybrid search fuses the keyword, semantic and exact legs by weighted Reciprocal Rank Fusion
-(`search.rrf_k`, `search.keyword_weight`, `search.semantic_weight`). This script picks the pair
-(rrf_k, keyword_weight) with the best nDCG@10 on the **train** split of BEIR SciFact (809
-queries), then reports the defaults and that pair on data the choice never saw: the SciFact
-**test** split (300 queries) and the known-item questions over obsidian-help-en. The verdict
-says to change the defaults only when the best pair gains at least MIN_GAIN on train.
+Hybrid search ranks notes by a weighted sum of z-scores of three legs (decision 0010):
+semantic (`search.z_semantic_weight`), note (`search.z_note_weight`: the semantic hits on a
+note's opening chunk and properties) and keyword (`search.z_keyword_weight`). This script
+sweeps the weight triples of GRID on the **tuning** sets, the train split of BEIR SciFact
+(809 queries) and the known items over obsidian-help-en, and picks the triple whose worst
+margin over the best single leg of a tuning set is largest ("hybrid beats each of its legs
+by the most, on the set where it beats them least"). It then reports that triple, the
+configured defaults and today's RRF ranking on data the choice never saw: the SciFact
+**test** split (300 queries) and the known items over kepano-obsidian. The verdict says to
+change the defaults only when the best triple gains at least MIN_GAIN on that criterion.
 
-Each query's three legs are run once, through the real `SearchEngine` leg methods, and every
-setting is then fused from those lists with the real `rrf` and `collapse` (at most one chunk per
-document, as bench/quality.py scores): the sweep costs one search per query, not one per
-setting.
+Each query's legs are run once, through the real `SearchEngine` leg methods, and every
+setting is then fused from them with the real `zscore_fusion` (the RRF reference with `rrf`
+and `collapse`), ranking documents as bench/quality.py scores them (one result per note).
 
 It reads the indexes that `bench/quality.py --home DIR` builds (DIR/scifact and
-DIR/known-<vault>), so run that first. Prints a table, writes bench/results/tune_fusion.json
-and a heat map of train nDCG@10 as PNG.
+DIR/known-<vault>), so run that first. Prints tables and writes bench/results/tune_fusion.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import RESULTS, pyplot, table, write_json  # noqa: E402
+from bench.common import REPO, table, write_json  # noqa: E402
 from bench.metrics import evaluate, mrr  # noqa: E402
 from bench.quality import (  # noqa: E402
-    DEFAULT_KNOWN_ITEMS,
     K,
     known_items_vault,
     load_known_items,
@@ -41,18 +43,31 @@ from bench.quality import (  # noqa: E402
     scifact_home,
 )
 
-RRF_KS = (5, 10, 20, 40, 60)
-KEYWORD_WEIGHTS = (0.25, 0.5, 0.75, 1.0)
 LEG_DEPTH = 50  # what the engine fetches per leg for top_k=10 (search.overfetch)
-MIN_GAIN = 0.005  # train nDCG@10 a setting must gain over the defaults to replace them
+MIN_GAIN = 0.005  # criterion gain a setting must have over the defaults to replace them
+TUNE_KNOWN = REPO / "bench" / "queries" / "obsidian-help-en.tsv"
+CHECK_KNOWN = REPO / "bench" / "queries" / "kepano-obsidian.tsv"
+# (semantic, note, keyword) weights; they sum to 1.
+GRID = [(round(1 - kw - note, 2), note, kw) for kw in (0.2, 0.25, 0.3, 0.35, 0.4)
+        for note in (0.1, 0.2, 0.3, 0.4)]
+Setting = tuple[float, float, float]
+RRF = "rrf (k=60, equal weights)"
 
-Legs = dict[str, list[int]]
+
+@dataclass
+class Legs:
+    """One query's scored legs, as chunk ids, and the note of each chunk."""
+
+    keyword: list[tuple[int, float]]
+    semantic: list[tuple[int, float]]
+    titles: list[int]
+    phrase: list[tuple[int, float]]
 
 
 def run_legs(app: Any, queries: Sequence[str], document: Callable[[str], str] = str
-             ) -> tuple[list[Legs], dict[int, str]]:
-    """Each query's keyword, semantic and exact lists of chunk ids, and chunk id ->
-    ``document(path of its source, relative to the collection root)``."""
+             ) -> tuple[list[Legs], dict[int, str], dict[int, int]]:
+    """Each query's legs, chunk id -> ``document(path relative to the collection root)`` and
+    chunk id -> ordinal (negative for properties chunks)."""
     from daemon.search.filters import Filters
 
     engine = app.search_engine
@@ -61,120 +76,159 @@ def run_legs(app: Any, queries: Sequence[str], document: Callable[[str], str] = 
     out: list[Legs] = []
     for n, q in enumerate(queries, 1):
         query = " ".join(q.split())
-        out.append({"keyword": engine.keyword_leg(query, LEG_DEPTH, none),
-                    "semantic": engine.semantic_leg(query, LEG_DEPTH, none),
-                    "exact": engine.exact_leg(query, LEG_DEPTH, none)})
+        out.append(Legs(engine.keyword_hits(query, LEG_DEPTH, none),
+                        engine.semantic_hits(query, LEG_DEPTH, none),
+                        engine.title_leg(query, none),
+                        engine.phrase_hits(query, LEG_DEPTH, none)))
         if n % 200 == 0:
             print(f"  {n:,}/{len(queries):,} queries", file=sys.stderr, flush=True)
-    ids = sorted({i for legs in out for ranked in legs.values() for i in ranked})
-    return out, {i: document(r.path) for i, r in app.catalog.chunks_by_id(ids).items()}
+    ids = sorted({c for lg in out for c in [*lg.titles, *(i for i, _ in [*lg.keyword,
+                                                                          *lg.semantic,
+                                                                          *lg.phrase])]})
+    rows = app.catalog.chunks_by_id(ids)
+    return (out, {i: document(r.path) for i, r in rows.items()},
+            {i: r.ordinal for i, r in rows.items()})
 
 
-def fuse(legs: Legs, doc_of: dict[int, str], rrf_k: int, keyword_weight: float,
+def fuse(lg: Legs, doc_of: dict[int, str], ordinal: dict[int, int], setting: Setting | str,
          k: int = K) -> list[str]:
-    """The top ``k`` documents of one query under one setting, as the engine would rank them."""
-    from daemon.search.fusion import collapse, rrf
+    """The top ``k`` documents of one query under one setting, as the engine ranks them."""
+    from daemon.search.fusion import best_per_note, collapse, rrf, zscore_fusion
 
-    weights = {"keyword": keyword_weight, "semantic": 1.0, "exact": 1.0}
-    fused = [f for f in rrf(legs, weights, rrf_k) if f.id in doc_of]
-    return [doc_of[f.id] for f in collapse(fused, doc_of.__getitem__, 1, k)]
+    def live(hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        return [(c, s) for c, s in hits if c in doc_of]
+
+    if isinstance(setting, str):  # today's ranking: RRF over chunks
+        legs = {"keyword": [c for c, _ in live(lg.keyword)],
+                "semantic": [c for c, _ in live(lg.semantic)],
+                "exact": [c for c in lg.titles if c in doc_of]
+                + [c for c, _ in live(lg.phrase)]}
+        fused = rrf(legs, {"keyword": 1.0, "semantic": 1.0, "exact": 1.0}, 60)
+        return [doc_of[f.id] for f in collapse(fused, doc_of.__getitem__, 1, k)]
+    sem_w, note_w, kw_w = setting
+    note_of: Callable[[int], Hashable] = doc_of.__getitem__
+    sem = live(lg.semantic)
+    notes = zscore_fusion(
+        {"semantic": best_per_note(sem, note_of),
+         "note": best_per_note([(c, s) for c, s in sem if ordinal[c] <= 0], note_of),
+         "keyword": best_per_note(live(lg.keyword), note_of),
+         "phrase": best_per_note(live(lg.phrase), note_of)},
+        {"semantic": sem_w, "note": note_w, "keyword": kw_w, "phrase": kw_w},
+        exact=[doc_of[c] for c in lg.titles if c in doc_of])
+    return [str(n.note) for n in notes[:k]]
 
 
-def scifact_ndcg(home: Path, split: str, settings: Sequence[tuple[int, float]]
-                 ) -> tuple[dict[tuple[int, float], dict[str, float]], int]:
+def single_legs(lg: Legs, doc_of: dict[int, str], k: int = K) -> dict[str, list[str]]:
+    """The semantic and keyword legs alone, as documents (their modes' rankings, near enough)."""
+    out = {}
+    for name, hits in (("semantic", lg.semantic), ("keyword", lg.keyword)):
+        docs = list(dict.fromkeys(doc_of[c] for c, _ in hits if c in doc_of))
+        out[name] = docs[:k]
+    return out
+
+
+@dataclass
+class EvalSet:
+    name: str
+    metric: str
+    legs: list[Legs]
+    doc_of: dict[int, str]
+    ordinal: dict[int, int]
+    score: Callable[[list[list[str]]], float]
+
+    def of(self, setting: Setting | str) -> float:
+        return self.score([fuse(lg, self.doc_of, self.ordinal, setting) for lg in self.legs])
+
+    def leg(self, name: str) -> float:
+        return self.score([single_legs(lg, self.doc_of)[name] for lg in self.legs])
+
+
+def scifact_set(home: Path, split: str) -> EvalSet:
     _, queries, qrels = load_scifact(False, split)
     qids = list(queries)
     with ragd_app(home) as app:
         print(f"SciFact {split}: {len(qids)} queries ...", file=sys.stderr, flush=True)
-        legs, doc_of = run_legs(app, [queries[q] for q in qids], lambda p: Path(p).stem)
-    scores = {}
-    for rrf_k, w in settings:
-        run = {q: fuse(lg, doc_of, rrf_k, w) for q, lg in zip(qids, legs, strict=True)}
-        scores[(rrf_k, w)] = evaluate(run, qrels, K)
-    return scores, len(qids)
+        legs, doc_of, ordinal = run_legs(app, [queries[q] for q in qids],
+                                         lambda p: Path(p).stem)
+
+    def score(rankings: list[list[str]]) -> float:
+        return evaluate(dict(zip(qids, rankings, strict=True)), qrels, K)[f"ndcg@{K}"]
+
+    return EvalSet(f"SciFact {split}", f"nDCG@{K}", legs, doc_of, ordinal, score)
 
 
-def known_items_mrr(home: Path, rows: Sequence[tuple[str, str]], vault: Path,
-                    settings: Sequence[tuple[int, float]]) -> dict[tuple[int, float], float]:
+def known_set(root: Path, path: Path) -> EvalSet:
+    rows, named = load_known_items(path)
+    vault = known_items_vault(rows, named, None)
+    home = root / f"known-{vault.name}"
+    if not (home / "data" / "catalog.sqlite").is_file():
+        sys.exit(f"error: no index at {home}: run `bench/quality.py --home {root}` first")
     with ragd_app(home) as app:
-        print(f"known items: {len(rows)} questions ...", file=sys.stderr, flush=True)
-        legs, rel = run_legs(app, [q for q, _ in rows])
+        print(f"known items {vault.name}: {len(rows)} questions ...", file=sys.stderr,
+              flush=True)
+        legs, doc_of, ordinal = run_legs(app, [q for q, _ in rows])
     expected = [e for _, e in rows]
-    return {s: mrr([fuse(lg, rel, *s) for lg in legs], expected, K)[f"mrr@{K}"]
-            for s in settings}
+
+    def score(rankings: list[list[str]]) -> float:
+        return mrr(rankings, expected, K)[f"mrr@{K}"]
+
+    return EvalSet(f"known items {vault.name}", f"MRR@{K}", legs, doc_of, ordinal, score)
 
 
-def heat_map(grid: dict[tuple[int, float], float], best: tuple[int, float]) -> Path | None:
-    plt = pyplot()
-    if plt is None:
-        return None
-    values = [[grid[(k, w)] for k in RRF_KS] for w in KEYWORD_WEIGHTS]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    im = ax.imshow(values, cmap="viridis", aspect="auto", origin="lower")
-    ax.set_xticks(range(len(RRF_KS)), [str(k) for k in RRF_KS])
-    ax.set_yticks(range(len(KEYWORD_WEIGHTS)), [str(w) for w in KEYWORD_WEIGHTS])
-    ax.set_xlabel("search.rrf_k")
-    ax.set_ylabel("search.keyword_weight")
-    for yi, row in enumerate(values):
-        for xi, v in enumerate(row):
-            mark = "*" if (RRF_KS[xi], KEYWORD_WEIGHTS[yi]) == best else ""
-            ax.text(xi, yi, f"{v:.3f}{mark}", ha="center", va="center", fontsize=8,
-                    color="white")
-    ax.set_title("SciFact train nDCG@10, hybrid (* best)")
-    fig.colorbar(im, ax=ax)
-    fig.tight_layout()
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / "tune_fusion.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+def margin(sets: Sequence[EvalSet], values: dict[str, float], legs: dict[str, float]) -> float:
+    """The criterion: hybrid minus its best single leg, on the set where that is smallest."""
+    return min(values[s.name] - legs[s.name] for s in sets)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--home", type=Path, required=True,
                     help="the --home of a full bench/quality.py run")
-    ap.add_argument("--known-items", type=Path, default=DEFAULT_KNOWN_ITEMS)
     args = ap.parse_args()
     root = args.home.expanduser().resolve()
     home, _ = scifact_home(root, False)
-    rows, named = load_known_items(args.known_items)
-    vault = known_items_vault(rows, named, None)
-    known_home = root / f"known-{vault.name}"
-    for need in (home, known_home):
-        if not (need / "data" / "catalog.sqlite").is_file():
-            sys.exit(f"error: no index at {need}: run `bench/quality.py --home {root}` first")
+    if not (home / "data" / "catalog.sqlite").is_file():
+        sys.exit(f"error: no index at {home}: run `bench/quality.py --home {root}` first")
     from daemon.config import SearchConfig
 
-    default = (SearchConfig().rrf_k, SearchConfig().keyword_weight)
-    grid_settings = [(k, w) for k in RRF_KS for w in KEYWORD_WEIGHTS]
-    train, n_train = scifact_ndcg(home, "train", grid_settings)
-    grid = {s: v[f"ndcg@{K}"] for s, v in train.items()}
-    best = max(grid, key=lambda s: (grid[s], s == default))
-    compare = [default] if best == default else [default, best]
-    verdict = ("change the defaults" if grid[best] - grid[default] >= MIN_GAIN else
-               f"keep the defaults (the best setting gains < {MIN_GAIN} on train)")
-    test, n_test = scifact_ndcg(home, "test", compare)
-    known = known_items_mrr(known_home, rows, vault, compare)
-    print(table(f"SciFact train nDCG@{K}, hybrid ({n_train} queries)",
-                [[f"rrf_k={k}"] + [grid[(k, w)] for w in KEYWORD_WEIGHTS] for k in RRF_KS],
-                ["", *[f"kw {w}" for w in KEYWORD_WEIGHTS]]))
-    rows_out = [[("default " if s == default else "best on train ") + f"rrf_k={s[0]}, kw={s[1]}",
-                 grid[s], test[s][f"ndcg@{K}"], test[s][f"recall@{K}"], known[s]]
-                for s in compare]
-    print(table("held out", rows_out, ["setting", "train nDCG@10", f"test nDCG@10 ({n_test})",
-                                       "test R@10", f"known-item MRR@10 ({len(rows)})"]))
+    c = SearchConfig()
+    default: Setting = (c.z_semantic_weight, c.z_note_weight, c.z_keyword_weight)
+    tune = [scifact_set(home, "train"), known_set(root, TUNE_KNOWN)]
+    check = [scifact_set(home, "test"), known_set(root, CHECK_KNOWN)]
+    settings: list[Setting] = list(dict.fromkeys([*GRID, default]))
+    legs = {s.name: max(s.leg("semantic"), s.leg("keyword")) for s in tune + check}
+    grid = {st: {s.name: s.of(st) for s in tune} for st in settings}
+    crit = {st: margin(tune, v, legs) for st, v in grid.items()}
+    best = max(settings, key=lambda st: (crit[st], st == default))
+    verdict = ("change the defaults" if crit[best] - crit[default] >= MIN_GAIN else
+               f"keep the defaults (the best setting gains < {MIN_GAIN} on the criterion)")
+    print(table("tuning sets: hybrid by (semantic, note, keyword) weights; criterion = worst "
+                "margin over the best single leg",
+                [[f"{st}", *[grid[st][s.name] for s in tune], crit[st]]
+                 for st in sorted(settings, key=lambda st: -crit[st])],
+                ["weights", *[f"{s.name} {s.metric}" for s in tune], "criterion"]))
+    compare: list[Setting | str] = [RRF, default]
+    if best != default:
+        compare.append(best)
+    rows_out = []
+    for st in compare:
+        label = st if isinstance(st, str) else (
+            ("default " if st == default else "best on tuning ") + str(st))
+        rows_out.append([label, *[s.of(st) for s in tune + check]])
+    rows_out += [[f"{leg} leg alone", *[s.leg(leg) for s in tune + check]]
+                 for leg in ("semantic", "keyword")]
+    print(table("tuning and held-out sets", rows_out,
+                ["setting", *[f"{s.name} {s.metric}" for s in tune + check]]))
     print(f"verdict: {verdict}")
-    heat_map(grid, best)
     path = write_json("tune_fusion", {
-        "grid": [{"rrf_k": k, "keyword_weight": w, "train_ndcg@10": grid[(k, w)]}
-                 for k, w in grid_settings],
-        "default": {"rrf_k": default[0], "keyword_weight": default[1]},
-        "best_on_train": {"rrf_k": best[0], "keyword_weight": best[1]}, "verdict": verdict,
+        "grid": [{"weights": list(st), **grid[st], "criterion": crit[st]} for st in settings],
+        "default": list(default), "best_on_tuning": list(best), "verdict": verdict,
         "min_gain": MIN_GAIN,
-        "held_out": [{"rrf_k": s[0], "keyword_weight": s[1], "test": test[s],
-                      "known_items_mrr@10": known[s]} for s in compare],
-        "queries": {"train": n_train, "test": n_test, "known_items": len(rows)}})
+        "held_out": [{"setting": st if isinstance(st, str) else list(st),
+                      **{s.name: s.of(st) for s in tune + check}} for st in compare],
+        "single_legs": {s.name: {leg: s.leg(leg) for leg in ("semantic", "keyword")}
+                        for s in tune + check},
+        "queries": {s.name: len(s.legs) for s in tune + check}})
     print(f"wrote {path}")
 
 

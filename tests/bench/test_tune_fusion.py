@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
-from bench.tune_fusion import fuse
+from bench.tune_fusion import RRF, Legs, fuse
+
+DOC_OF = {1: "a", 2: "a", 3: "b", 4: "c", 5: "c"}
+ORDINAL = {1: 0, 2: 1, 3: 0, 4: 1, 5: -1}
 
 
-def test_fuse_keeps_one_chunk_per_document_in_rrf_order() -> None:
-    legs = {"keyword": [1, 2, 3], "semantic": [3, 4, 1], "exact": []}
-    doc_of = {1: "a", 2: "a", 3: "b", 4: "c"}
+def test_rrf_keeps_one_chunk_per_document_in_rrf_order() -> None:
+    legs = Legs(keyword=[(1, 9.0), (2, 8.0), (3, 7.0)], semantic=[(3, 0.9), (4, 0.8), (1, 0.7)],
+                titles=[], phrase=[])
     # 1 and 3 are found by both legs; 2 is a second chunk of "a" and is collapsed away.
-    assert fuse(legs, doc_of, rrf_k=60, keyword_weight=1.0) == ["a", "b", "c"]
+    assert fuse(legs, DOC_OF, ORDINAL, RRF) == ["a", "b", "c"]
 
 
-def test_keyword_weight_moves_keyword_only_hits() -> None:
-    legs = {"keyword": [1, 2], "semantic": [3, 2], "exact": []}
-    doc_of = {1: "kw-only", 2: "both", 3: "sem-only"}
-    assert fuse(legs, doc_of, 1, 1.0)[0] == "both"
-    assert fuse(legs, doc_of, 1, 1.0).index("kw-only") < fuse(legs, doc_of, 1, 0.0).index(
-        "kw-only")
-    assert fuse(legs, doc_of, 60, 1.0, k=2) == ["both", "kw-only"]
+def test_zscore_ranks_notes_and_weights_move_them() -> None:
+    legs = Legs(keyword=[(4, 30.0), (1, 2.0), (3, 1.0)],
+                semantic=[(1, 0.60), (3, 0.59), (4, 0.40)], titles=[], phrase=[])
+    assert fuse(legs, DOC_OF, ORDINAL, (1.0, 0.0, 0.0)) == ["a", "b", "c"]
+    assert fuse(legs, DOC_OF, ORDINAL, (0.0, 0.0, 1.0))[0] == "c"
+    # The note leg counts only opening (ordinal 0) and properties (negative) chunks.
+    assert fuse(legs, DOC_OF, ORDINAL, (0.0, 1.0, 0.0))[:2] == ["a", "b"]
 
 
-def test_chunks_deleted_since_the_legs_ran_are_dropped() -> None:
-    assert fuse({"keyword": [7, 8], "semantic": [], "exact": []}, {8: "x"}, 60, 1.0) == ["x"]
+def test_exact_titles_first_and_deleted_chunks_dropped() -> None:
+    legs = Legs(keyword=[(7, 5.0), (3, 1.0)], semantic=[(1, 0.9), (3, 0.2)], titles=[5],
+                phrase=[])
+    assert fuse(legs, DOC_OF, ORDINAL, (0.4, 0.3, 0.3))[0] == "c"
+    assert "7" not in fuse(legs, DOC_OF, ORDINAL, (0.4, 0.3, 0.3))

@@ -25,7 +25,9 @@ from daemon.headings import find_headings
 from daemon.models import ChunkDraft, Heading
 
 # Part of the embedding fingerprint: bump whenever the chunks produced for a text change.
-CHUNKER_VERSION = "1"
+# 2: every note also gets its properties chunks (daemon.properties), so notes indexed before
+# are read again.
+CHUNKER_VERSION = "2"
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
 

@@ -18,6 +18,18 @@ SKIP_CODES: dict[str, str] = {
     "vanished": "file disappeared while it was being indexed",
     "outside_root": "symbolic link to a file or folder outside the collection's folder: "
     "ragd never reads outside it (move the target inside, or index its folder on its own)",
+    "encrypted": "the document is password-protected or DRM-encrypted: ragd cannot read it "
+    "(save an unprotected copy to index it)",
+    "no_text": "the document holds no text to index (a scan without a text layer? an image "
+    "is read only with Tesseract OCR installed)",
+    "convert_timeout": "converting the document took longer than the conversion time limit "
+    "(120 s) and was stopped; it is tried again on the next sweep",
+    "convert_memory": "converting the document needed more memory than the converter's limit "
+    "(2 GB) and was stopped",
+    "convert_crashed": "the converter process crashed on this document (a damaged or hostile "
+    "file); ragd itself kept running",
+    "ocr_unavailable": "reading text from an image needs Tesseract OCR (e.g. apt install "
+    "tesseract-ocr), which is not installed",
 }
 
 # Problems that did not stop a file from being indexed.

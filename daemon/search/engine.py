@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.catalog import Catalog, ChunkRow
+from daemon.convert.formats import page_number
 from daemon.embedding import Embedder
 from daemon.errors import InvalidArgument
 from daemon.properties import is_properties
@@ -252,9 +253,12 @@ class SearchEngine:
             "chunk_id": row.id,
             "chunk_index": row.ordinal,
         }
-        for key in ("aliases", "folder", "sender", "recipients", "date", "authors"):
+        for key in ("aliases", "folder", "sender", "recipients", "date", "authors", "pages"):
             if key in meta:
                 metadata[key] = meta[key]
+        page = page_number(row.source_type, row.heading_path)  # a PDF's "## Page N" heading
+        if page is not None:
+            metadata["page_number"] = page
         if row.date and "date" not in metadata:
             d = str(row.date)
             metadata["date"] = f"{d[:4]}-{d[4:6]}-{d[6:]}"

@@ -1,0 +1,138 @@
+"""PDF (text by page, with pypdfium2) and EPUB (chapters in spine order, standard library).
+
+Worker-process only: pypdfium2 is a native library, so a PDF that crashes it costs the worker,
+never the daemon (decision 0013).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import xml.etree.ElementTree as ET
+from typing import Any
+from urllib.parse import unquote
+
+from daemon.convert.converters import Converted, ConvertSkip, decode, open_zip
+from daemon.convert.formats import PAGE_HEADING
+from daemon.convert.markdown import html_to_markdown, join_blocks, plain_text
+
+_PDF_PASSWORD = 4  # FPDF_ERR_PASSWORD
+_BLANK_RUNS = re.compile(r"\n{3,}")
+
+
+def convert_pdf(data: bytes) -> Converted:
+    """Each page with text becomes ``## Page N`` and its text: page numbers survive chunking."""
+    import pypdfium2 as pdfium
+
+    if not data.lstrip()[:5].startswith(b"%PDF"):
+        raise ConvertSkip("parse_error", "not a PDF (no %PDF header)")
+    try:
+        doc = pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        if getattr(exc, "err_code", None) == _PDF_PASSWORD or "password" in str(exc).lower():
+            raise ConvertSkip("encrypted", "the PDF is password-protected") from None
+        raise ConvertSkip("parse_error", f"damaged or truncated PDF: {exc}") from None
+    try:
+        meta = _pdf_metadata(doc)
+        blocks = []
+        total = len(doc)
+        for i in range(total):
+            page = doc[i]
+            try:
+                textpage = page.get_textpage()
+                text = textpage.get_text_range()
+                textpage.close()
+            finally:
+                page.close()
+            text = _BLANK_RUNS.sub("\n\n", text.replace("\r\n", "\n").replace("\r", "\n"))
+            text = text.replace("\x00", "").strip()
+            if text:
+                blocks.append(f"## {PAGE_HEADING.format(n=i + 1)}\n\n{plain_text(text)}")
+    finally:
+        doc.close()
+    metadata: dict[str, Any] = {"pages": total}
+    if meta.get("Author"):
+        metadata["authors"] = [meta["Author"]]
+    return Converted(meta.get("Title", ""), join_blocks(blocks) if blocks else "", metadata)
+
+
+def _pdf_metadata(doc: Any) -> dict[str, str]:
+    try:
+        raw = doc.get_metadata_dict(skip_empty=True)
+    except Exception:
+        return {}
+    return {k: " ".join(str(v).split()) for k, v in raw.items() if str(v).strip()}
+
+
+# -- EPUB --------------------------------------------------------------------------------------
+_NS = {"c": "urn:oasis:names:tc:opendocument:xmlns:container",
+       "opf": "http://www.idpf.org/2007/opf", "dc": "http://purl.org/dc/elements/1.1/",
+       "enc": "http://www.w3.org/2001/04/xmlenc#"}
+# Font obfuscation (IDPF, Adobe) scrambles fonts only: the text is still readable.
+_FONT_OBFUSCATION = ("http://www.idpf.org/2008/embedding", "http://ns.adobe.com/pdf/enc#RC")
+_HTML_TYPES = ("application/xhtml+xml", "text/html", "application/x-dtbook+xml")
+
+
+def _xml(zf: Any, name: str) -> ET.Element:
+    try:
+        return ET.fromstring(zf.read(name))
+    except KeyError:
+        raise ConvertSkip("parse_error", f"not an EPUB: {name} is missing") from None
+    except ET.ParseError as exc:
+        raise ConvertSkip("parse_error", f"damaged EPUB: {name}: {exc}") from None
+
+
+def convert_epub(data: bytes) -> Converted:
+    """Chapters in spine order, each converted from XHTML; title and authors from the OPF."""
+    zf = open_zip(data, "EPUB")
+    container = _xml(zf, "META-INF/container.xml")
+    rootfile = container.find(".//c:rootfile", _NS)
+    opf_path = rootfile.get("full-path") if rootfile is not None else None
+    if not opf_path:
+        raise ConvertSkip("parse_error", "not an EPUB: container.xml names no package file")
+    opf = _xml(zf, opf_path)
+    base = posixpath.dirname(opf_path)
+    encrypted = _encrypted(zf)
+    manifest = {item.get("id"): item for item in opf.iterfind(".//opf:manifest/opf:item", _NS)}
+    blocks: list[str] = []
+    chapters = 0
+    for ref in opf.iterfind(".//opf:spine/opf:itemref", _NS):
+        item = manifest.get(ref.get("idref"))
+        if item is None or item.get("media-type") not in _HTML_TYPES:
+            continue
+        name = posixpath.normpath(posixpath.join(base, unquote(item.get("href") or "")))
+        if name in encrypted:
+            raise ConvertSkip("encrypted", "the EPUB is DRM-protected (encrypted chapters)")
+        try:
+            html = decode(zf.read(name))
+        except KeyError:
+            continue  # a spine entry with no file: the rest of the book still reads
+        markdown, _ = html_to_markdown(html)
+        if markdown.strip():
+            blocks.append(markdown)
+            chapters += 1
+    title = " ".join((opf.findtext(".//dc:title", "", _NS) or "").split())
+    authors = [" ".join(a.split()) for a in
+               (el.text or "" for el in opf.iterfind(".//dc:creator", _NS)) if a.strip()]
+    metadata: dict[str, Any] = {"chapters": chapters}
+    if authors:
+        metadata["authors"] = authors
+    # A title page first: a book of pictures (a comic) is still found by title and author.
+    front = [plain_text(title), plain_text(", ".join(authors))]
+    return Converted(title, join_blocks(front + blocks), metadata)
+
+
+def _encrypted(zf: Any) -> set[str]:
+    """Files META-INF/encryption.xml lists as encrypted (font obfuscation aside)."""
+    try:
+        root = ET.fromstring(zf.read("META-INF/encryption.xml"))
+    except (KeyError, ET.ParseError):
+        return set()
+    out = set()
+    for data in root.iterfind(".//enc:EncryptedData", _NS):
+        method = data.find("enc:EncryptionMethod", _NS)
+        algorithm = method.get("Algorithm", "") if method is not None else ""
+        ref = data.find(".//enc:CipherReference", _NS)
+        if ref is not None and algorithm not in _FONT_OBFUSCATION:
+            out.add(posixpath.normpath(unquote(ref.get("URI", ""))))
+    return out

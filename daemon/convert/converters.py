@@ -1,0 +1,249 @@
+"""Bytes of a document -> markdown, one function per format.
+
+Runs inside the worker process (``daemon.convert.worker``) for every format that parses binary
+or nested structure; the libraries are imported on first use there, never in the daemon.
+Expected failures raise :class:`ConvertSkip` with a stable code from ``daemon.skips``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import shutil
+import subprocess
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from daemon.convert.markdown import html_to_markdown, md_table, plain_text
+
+# A zip-based document (DOCX, PPTX, XLSX, EPUB) may expand to at most this much, and at most
+# this many times its own size: past either it is a decompression bomb, not a document.
+MAX_UNZIPPED_BYTES = 1 << 30
+MAX_ZIP_RATIO = 200
+OCR_TIMEOUT_S = 120.0
+_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+
+
+@dataclass(frozen=True)
+class Converted:
+    """A document as markdown, with its own title ("" if none) and metadata (pages, authors,
+    slides, sheets, chapters)."""
+
+    title: str
+    markdown: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class ConvertSkip(Exception):
+    """An expected failure: the file is skipped with ``code`` (see ``daemon.skips``)."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+
+def convert(fmt: str, data: bytes, *, ocr: bool = True) -> Converted:
+    """Convert ``data`` of format ``fmt`` (a name from ``daemon.convert.formats``)."""
+    if not data:
+        raise ConvertSkip("empty", "file has zero bytes")
+    fn = _CONVERTERS.get(fmt)
+    if fn is None:
+        raise ConvertSkip("parse_error", f"no converter for {fmt!r}")
+    if fmt == "image":
+        return convert_image(data, ocr=ocr)
+    out = fn(data)
+    if not out.markdown.strip():
+        raise ConvertSkip("no_text", f"the {fmt.upper()} holds no text")
+    return out
+
+
+# -- shared checks -----------------------------------------------------------------------------
+def decode(data: bytes) -> str:
+    """Text of a text format (UTF-8/16/32 by BOM, else Windows-1252), as notes are decoded."""
+    from daemon.sources.vault import decode_text
+
+    decoded = decode_text(data)
+    if not isinstance(decoded, tuple):
+        raise ConvertSkip(decoded.code, decoded.detail)
+    return decoded[0]
+
+
+def open_zip(data: bytes, what: str) -> zipfile.ZipFile:
+    """A zip container, checked: not an encrypted Office file, not a bomb, not encrypted."""
+    if data.startswith(_OLE_MAGIC):
+        if "EncryptedPackage".encode("utf-16-le") in data:
+            raise ConvertSkip("encrypted", f"the {what} is password-protected")
+        raise ConvertSkip("parse_error", f"not a {what}: an older binary Office file "
+                          "(save it in the current format)")
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+        infos = zf.infolist()
+    except (zipfile.BadZipFile, EOFError, ValueError, NotImplementedError) as exc:
+        raise ConvertSkip("parse_error", f"not a readable {what} (damaged or truncated "
+                          f"zip: {exc})") from None
+    total = sum(i.file_size for i in infos)
+    if total > MAX_UNZIPPED_BYTES or total > MAX_ZIP_RATIO * max(len(data), 1 << 20):
+        raise ConvertSkip("too_large", f"the {what} expands to {total:,} bytes "
+                          "(a decompression bomb?)")
+    if any(i.flag_bits & 0x1 for i in infos):
+        raise ConvertSkip("encrypted", f"the {what}'s contents are password-protected")
+    return zf
+
+
+def guarded(what: str, fn: Callable[[bytes], Converted]) -> Callable[[bytes], Converted]:
+    """``fn`` with a library's own exceptions on damaged input turned into ``parse_error``."""
+
+    def run(data: bytes) -> Converted:
+        try:
+            return fn(data)
+        except (ConvertSkip, MemoryError):
+            raise
+        except (zipfile.BadZipFile, EOFError) as exc:
+            raise ConvertSkip("parse_error", f"damaged or truncated {what}: {exc}") from None
+        except Exception as exc:  # the libraries raise anything on malformed input
+            raise ConvertSkip("parse_error", f"not a readable {what}: "
+                              f"{type(exc).__name__}: {str(exc)[:200]}") from None
+
+    return run
+
+
+# -- text formats ------------------------------------------------------------------------------
+def convert_text(data: bytes) -> Converted:
+    return Converted("", decode(data))
+
+
+def convert_markdown(data: bytes) -> Converted:
+    return Converted("", decode(data))
+
+
+def convert_html(data: bytes) -> Converted:
+    markdown, title = html_to_markdown(decode(data))
+    return Converted(title, markdown)
+
+
+_CSV_SNIFF = 8192
+
+
+def convert_csv(data: bytes) -> Converted:
+    text = decode(data)
+    try:
+        dialect: Any = csv.Sniffer().sniff(text[:_CSV_SNIFF], delimiters=",;\t|")
+    except csv.Error:
+        dialect = csv.excel
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline=""), dialect))
+    except csv.Error as exc:
+        raise ConvertSkip("parse_error", f"not a readable CSV: {exc}") from None
+    return Converted("", md_table(rows) + "\n", {"rows": len(rows)})
+
+
+# LaTeX: the commands that carry structure or text; everything else is dropped or unwrapped.
+_TEX_COMMENT = re.compile(r"(?<!\\)%.*")
+_TEX_SECTION = re.compile(
+    r"\\(part|chapter|section|subsection|subsubsection|paragraph)\*?(?:\[[^\]]*\])?\{([^{}]*)\}")
+_TEX_LEVEL = {"part": 1, "chapter": 1, "section": 2, "subsection": 3, "subsubsection": 4,
+              "paragraph": 5}
+_TEX_META = re.compile(r"\\(title|author|date)\{([^{}]*)\}")
+_TEX_INLINE = re.compile(r"\\(?:textbf|textit|emph|texttt|underline|textsc|textrm|textsf|"
+                         r"mbox|text|url|footnote)\{([^{}]*)\}")
+_TEX_REF = re.compile(r"\\(?:cite|ref|eqref|pageref|autoref|cref)\{([^{}]*)\}")
+_TEX_DROP = re.compile(r"\\(?:label|index|includegraphics|bibliographystyle|bibliography|"
+                       r"usepackage|documentclass|newcommand|renewcommand)(?:\[[^\]]*\])?"
+                       r"\{[^{}]*\}")
+_TEX_TABULAR = re.compile(r"\\begin\{(tabular\*?|tabularx|longtable)\}(?:\{[^{}]*\})*"
+                          r"(.*?)\\end\{\1\}", re.DOTALL)
+_TEX_ENV = re.compile(r"\\(?:begin|end)\{[^{}]*\}(?:\[[^\]]*\])?")
+_TEX_ITEM = re.compile(r"^[ \t]*\\item(?:\[([^\]]*)\])?[ \t]*", re.MULTILINE)
+_TEX_BARE = re.compile(r"\\(?:maketitle|tableofcontents|newpage|clearpage|noindent|centering|"
+                       r"hline|toprule|midrule|bottomrule|medskip|bigskip|smallskip|par)\b")
+
+
+def convert_latex(data: bytes) -> Converted:
+    text = _TEX_COMMENT.sub("", decode(data))
+    meta = {k: " ".join(v.split()) for k, v in _TEX_META.findall(text)}
+    begin = text.find("\\begin{document}")
+    if begin >= 0:
+        text = text[begin + len("\\begin{document}"):]
+    text = text.replace("\\end{document}", "")
+    text = _TEX_TABULAR.sub(lambda m: "\n\n" + _tex_table(m.group(2)) + "\n\n", text)
+    text = _TEX_DROP.sub("", text)
+    for _ in range(4):  # nested \textbf{\emph{x}}
+        text = _TEX_INLINE.sub(r"\1", text)
+    text = _TEX_REF.sub(r"[\1]", text)
+    text = _TEX_ITEM.sub(lambda m: f"- {m.group(1) + ': ' if m.group(1) else ''}", text)
+    text = _TEX_ENV.sub("\n", _TEX_BARE.sub("", text))
+    text = text.replace("\\\\", "\n").replace("~", " ")
+    text = re.sub(r"\\([%&$#_{}])", r"\1", text)
+    lines = [ln.strip() for ln in plain_text(text).splitlines()]
+    body = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    # Section headings last, on lines of their own, after the plain-text escaping.
+    body = _TEX_SECTION.sub(lambda m: f"\n\n{'#' * _TEX_LEVEL[m.group(1)]} "
+                            f"{' '.join(m.group(2).split())}\n\n", body)
+    title = meta.get("title", "")
+    head = f"# {title}\n\n" if title else ""
+    metadata = {"authors": [meta["author"]]} if meta.get("author") else {}
+    return Converted(title, head + re.sub(r"\n{3,}", "\n\n", body).strip() + "\n", metadata)
+
+
+def _tex_table(body: str) -> str:
+    body = _TEX_BARE.sub("", body)
+    rows = [[c.strip() for c in row.split("&")] for row in body.split("\\\\")]
+    return md_table([r for r in rows if any(r)])
+
+
+# -- images ------------------------------------------------------------------------------------
+def tesseract() -> str | None:
+    return shutil.which("tesseract")
+
+
+def convert_image(data: bytes, *, ocr: bool = True) -> Converted:
+    """OCR with the Tesseract command, when it is installed (and OCR is on)."""
+    exe = tesseract() if ocr else None
+    if exe is None:
+        raise ConvertSkip("ocr_unavailable", "reading text from images needs Tesseract OCR "
+                          "(e.g. apt install tesseract-ocr), which is not installed"
+                          if ocr else "OCR of images is turned off (convert.ocr)")
+    env = dict(os.environ, OMP_THREAD_LIMIT="1")  # one core: the laptop stays usable
+    try:
+        proc = subprocess.run([exe, "stdin", "stdout"], input=data, capture_output=True,
+                              timeout=OCR_TIMEOUT_S, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        raise ConvertSkip("convert_timeout", f"OCR took over {OCR_TIMEOUT_S:g} s") from None
+    if proc.returncode != 0:
+        err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise ConvertSkip("parse_error", "not a readable image: "
+                          + (err[-1] if err else f"tesseract exit {proc.returncode}"))
+    text = proc.stdout.decode("utf-8", "replace").strip()
+    if not text:
+        raise ConvertSkip("no_text", "OCR found no text in the image")
+    return Converted("", plain_text(text) + "\n", {"ocr": True})
+
+
+def _lazy(module: str, name: str, what: str) -> Callable[[bytes], Converted]:
+    def run(data: bytes) -> Converted:
+        import importlib
+
+        fn = getattr(importlib.import_module(module), name)
+        return guarded(what, fn)(data)
+
+    return run
+
+
+_CONVERTERS: dict[str, Callable[[bytes], Converted]] = {
+    "pdf": _lazy("daemon.convert.books", "convert_pdf", "PDF"),
+    "epub": _lazy("daemon.convert.books", "convert_epub", "EPUB"),
+    "docx": _lazy("daemon.convert.office", "convert_docx", "DOCX"),
+    "pptx": _lazy("daemon.convert.office", "convert_pptx", "PPTX"),
+    "xlsx": _lazy("daemon.convert.office", "convert_xlsx", "XLSX"),
+    "html": guarded("HTML", convert_html),
+    "latex": guarded("LaTeX", convert_latex),
+    "csv": guarded("CSV", convert_csv),
+    "markdown": convert_markdown,
+    "txt": convert_text,
+    "image": lambda data: convert_image(data),
+}

@@ -1,0 +1,136 @@
+"""Documents as sources (a collection's PDFs, DOCX, ...) and one document on request
+(rag_convert), both through the doc store.
+
+Every read goes through ``daemon.sources.containment.open_inside``: a collection's document
+only inside the collection's root, a rag_convert file only as the regular file it names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from daemon.convert.docstore import Conversion, DocStore
+from daemon.convert.formats import (
+    DOCUMENT_SUFFIXES,
+    IMAGE_SUFFIXES,
+    Format,
+    check_convert_path,
+    format_for,
+)
+from daemon.errors import RagdError
+from daemon.models import Document, Skip
+from daemon.sources.files import read_bytes
+
+
+class ConversionFailed(RagdError):
+    """rag_convert could not convert the file: the message carries its skip code."""
+
+    code = "conversion_failed"
+
+
+def _stem(rel: str) -> str:
+    name = rel.rpartition("/")[2]
+    stem, suffix = os.path.splitext(name)
+    return stem if suffix else name
+
+
+def document_from(conv: Conversion, rel: str) -> Document:
+    """The ``Document`` the pipeline chunks: the markdown, the document's own title (else the
+    file name), its source type and metadata (pages, authors, ...)."""
+    metadata: dict[str, Any] = {"folder": rel.rpartition("/")[0], "format": conv.format,
+                                "content_hash": conv.content_hash, **conv.metadata}
+    return Document(title=conv.title or _stem(rel), text=conv.markdown,
+                    source_type=conv.source_type, metadata=metadata)
+
+
+def parse_document(docs: DocStore, root: str | os.PathLike[str], rel: str, data: bytes, *,
+                   mtime_ns: int | None = None) -> Document | Skip:
+    """Convert the bytes of ``root/rel`` (already read inside the root) through the doc
+    store."""
+    fmt = format_for(rel)
+    if fmt is None:
+        return Skip("parse_error", "not a supported document type")
+    if not data:
+        return Skip("empty", "file has zero bytes")
+    conv = docs.convert(data, fmt, source_path=os.path.join(root, *rel.split("/")),
+                        mtime_ns=mtime_ns)
+    if isinstance(conv, Skip):
+        return conv
+    if not conv.markdown.strip():
+        return Skip("no_text", "the document holds no text")
+    return document_from(conv, rel)
+
+
+def convert_file(docs: DocStore, file_path: object, *, max_bytes: int) -> dict[str, Any]:
+    """The rag_convert answer for ``file_path`` (absolute, a readable regular file in a
+    supported format). A file that cannot convert is an ``InvalidArgument`` naming why."""
+    path = check_convert_path(file_path)
+    fmt = format_for(path)
+    assert isinstance(fmt, Format)
+    folder, name = os.path.split(path)
+    data = read_bytes(folder, name, max_bytes)
+    conv: Conversion | Skip
+    if isinstance(data, Skip):
+        conv = data
+    elif not data:
+        conv = Skip("empty", "file has zero bytes")
+    else:
+        st = os.stat(path)
+        conv = docs.convert(data, fmt, source_path=path, mtime_ns=st.st_mtime_ns)
+    if isinstance(conv, Skip):
+        from daemon.skips import describe
+
+        raise ConversionFailed(f"{name} cannot be converted ({conv.code}): {conv.detail}",
+                               describe(conv.code))
+    return {"file_path": path, "markdown": conv.markdown, "title": conv.title or _stem(name),
+            "source_type": conv.source_type, "content_hash": conv.content_hash,
+            "cached": conv.cached, "chars": len(conv.markdown), "metadata": conv.metadata}
+
+
+@dataclass(frozen=True)
+class DocumentSettings:
+    """Limits of document conversion (decision 0013)."""
+
+    max_file_bytes: int = 100 * 1024 * 1024  # a document over this is skipped as too_large
+    timeout_s: float = 120.0  # per conversion; the worker is killed past it
+    max_memory_mb: int = 2048  # the worker's address space (POSIX)
+    images: bool = False  # index images found in collections (OCR, when Tesseract is there)
+
+
+class Documents:
+    """What a source kind needs to read documents: the doc store and the limits."""
+
+    def __init__(self, store: DocStore, settings: DocumentSettings | None = None) -> None:
+        self.store = store
+        self.settings = settings or DocumentSettings()
+
+    @property
+    def suffixes(self) -> tuple[str, ...]:
+        """The file suffixes collections list as documents."""
+        extra = IMAGE_SUFFIXES if self.settings.images else ()
+        return DOCUMENT_SUFFIXES + extra
+
+    def is_document(self, rel: str) -> bool:
+        return rel.lower().endswith(self.suffixes)
+
+    def parse(self, root: str | os.PathLike[str], rel: str, data: bytes) -> Document | Skip:
+        mtime_ns = None
+        with contextlib.suppress(OSError):
+            mtime_ns = os.stat(os.path.join(root, *rel.split("/"))).st_mtime_ns
+        return parse_document(self.store, root, rel, data, mtime_ns=mtime_ns)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def open_documents(docstore_dir: Path, settings: DocumentSettings | None = None) -> Documents:
+    """The doc store under ``docstore_dir`` with its conversion worker (started on first use)."""
+    from daemon.convert.process import ConversionWorker
+
+    settings = settings or DocumentSettings()
+    worker = ConversionWorker(timeout_s=settings.timeout_s, memory_mb=settings.max_memory_mb)
+    return Documents(DocStore(docstore_dir, worker), settings)

@@ -1,0 +1,119 @@
+"""Which files ragd converts, what each becomes, and the check of a path given to rag_convert.
+
+Standard library only: the MCP bridge imports it to refuse a bad path before the daemon is
+asked (the daemon checks again).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+
+from daemon.errors import InvalidArgument
+
+
+@dataclass(frozen=True)
+class Format:
+    """A document format: its name, the ``source_type`` its chunks get, the converter's version
+    (part of the doc store key: bump it whenever the markdown produced for the same bytes
+    changes), and whether it runs in the worker process (everything that parses binary or
+    untrusted structure does)."""
+
+    name: str
+    source_type: str
+    version: str
+    in_worker: bool = True
+
+
+FORMATS: dict[str, Format] = {f.name: f for f in (
+    Format("pdf", "pdf", "1"),
+    Format("docx", "docx", "1"),
+    Format("pptx", "pptx", "1"),
+    Format("xlsx", "xlsx", "1"),
+    Format("html", "html", "1"),
+    Format("epub", "epub", "1"),
+    Format("latex", "latex", "1"),
+    Format("csv", "csv", "1"),
+    Format("image", "image", "1"),
+    Format("markdown", "markdown", "1", in_worker=False),
+    Format("txt", "txt", "1", in_worker=False),
+)}
+
+SUFFIXES: dict[str, str] = {
+    ".pdf": "pdf", ".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx", ".xlsm": "xlsx",
+    ".html": "html", ".htm": "html", ".xhtml": "html", ".epub": "epub", ".tex": "latex",
+    ".latex": "latex", ".csv": "csv", ".md": "markdown", ".markdown": "markdown",
+    ".txt": "txt", ".text": "txt", ".png": "image", ".jpg": "image", ".jpeg": "image",
+    ".tif": "image", ".tiff": "image", ".bmp": "image", ".gif": "image", ".webp": "image",
+}
+
+# What collections index through the doc store (markdown and text are read as notes).
+DOCUMENT_SUFFIXES: tuple[str, ...] = tuple(
+    s for s, f in SUFFIXES.items() if f not in ("markdown", "txt", "image"))
+IMAGE_SUFFIXES: tuple[str, ...] = tuple(s for s, f in SUFFIXES.items() if f == "image")
+
+# The page heading the PDF converter writes before each page's text; search reads the page
+# number back from a chunk's heading path (a chunk never spans two headings).
+PAGE_HEADING = "Page {n}"
+_PAGE = re.compile(r"Page (\d{1,6})")
+PAGED_SOURCE_TYPES = frozenset({"pdf"})
+
+
+def format_for(name: str) -> Format | None:
+    """The format of a file name (by suffix, ignoring case), or None when it is not supported."""
+    suffix = os.path.splitext(name)[1].lower()
+    key = SUFFIXES.get(suffix)
+    return FORMATS[key] if key else None
+
+
+def page_number(source_type: str, heading_path: tuple[str, ...] | list[str]) -> int | None:
+    """The page a chunk of a paged document comes from, read from its heading path."""
+    if source_type not in PAGED_SOURCE_TYPES or not heading_path:
+        return None
+    m = _PAGE.fullmatch(heading_path[0])
+    return int(m.group(1)) if m else None
+
+
+def supported_list() -> str:
+    return ", ".join(sorted(SUFFIXES))
+
+
+def check_convert_path(raw: object, param: str = "file_path") -> str:
+    """The absolute path of a readable regular file in a supported format; else a clear
+    ``InvalidArgument`` (relative, missing, a folder, a device or pipe, unreadable,
+    unsupported). Returns the path with links resolved."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise InvalidArgument(param, "is required and must be a non-empty string",
+                              "pass the absolute path of the document to convert")
+    path = os.path.expanduser(raw.strip())
+    if not os.path.isabs(path):
+        raise InvalidArgument(param, f"{raw!r} is relative",
+                              "pass the absolute path of the document (the MCP server's "
+                              "working directory is not yours)")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InvalidArgument(param, f"{path!r} does not exist",
+                              "pass the absolute path of an existing file") from None
+    except OSError as exc:
+        raise InvalidArgument(param, f"{path!r} cannot be read: {exc.strerror}",
+                              "check the file's permissions") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InvalidArgument(param, f"{path!r} is a folder, not a file",
+                              "pass one document; to search a whole folder, index it with "
+                              "rag_index(collection, path)")
+    if not stat.S_ISREG(st.st_mode):
+        kind = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+                stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket"}.get(
+                    stat.S_IFMT(st.st_mode), "not a regular file")
+        raise InvalidArgument(param, f"{path!r} is {kind}, not a document",
+                              "pass the path of a regular file")
+    if format_for(path) is None:
+        raise InvalidArgument(param, f"{os.path.basename(path)!r} is not a supported "
+                              "document type", f"supported: {supported_list()}")
+    if not os.access(path, os.R_OK):
+        raise InvalidArgument(param, f"{path!r} is not readable",
+                              "check the file's permissions")
+    return os.path.realpath(path)

@@ -146,8 +146,8 @@ class SentenceTransformerEmbedder:
                     raise ConfigError(
                         f"the sentence-transformers embedder needs {exc.name}, which is not "
                         "installed",
-                        "install it with pip install 'ragd[export]', or set "
-                        "[embedding] backend = \"onnx-int8\" once a graph is exported") from exc
+                        "install it (README: Install), or set [embedding] backend = "
+                        "\"onnx-int8\" once a graph is exported") from exc
 
                 torch.set_num_threads(self.threads)
                 self._local.single = False
@@ -266,7 +266,9 @@ def make_embedder(config: EmbeddingConfig, data_dir: Path) -> Embedder:
         if importlib.util.find_spec("onnxruntime") is None:
             raise Unsupported("onnxruntime is not installed")
         model_path = resolve_model_path(config.model)
-        directory = ensure_graph(config.model, model_path, models_dir(data_dir), threads=threads)
+        # The export (once) runs in a child process: torch never enters this one.
+        directory = ensure_graph(config.model, model_path, models_dir(data_dir), threads=threads,
+                                 in_subprocess=True)
         # batch_size is the torch embedder's: ONNX is fastest one text at a time (0011).
         return OnnxEmbedder(config.model, directory, config.backend, threads=threads)
     except Unsupported as exc:

@@ -15,6 +15,7 @@ import importlib.util
 import logging
 import os
 import shutil
+import subprocess
 import sys
 import time
 import warnings
@@ -83,17 +84,19 @@ SAMPLE = [
 
 
 def exporter_missing() -> list[str]:
-    """The export-time packages that are not installed (``pip install 'ragd[export]'``)."""
+    """The export-time packages that are not installed."""
     return [name for name in ("torch", "sentence_transformers", "onnx")
             if importlib.util.find_spec(name) is None]
 
 
 def ensure_graph(model: str, model_path: str, models_dir: Path, *, threads: int = 2,
-                 st_model: Any = None) -> Path:
+                 st_model: Any = None, in_subprocess: bool = False) -> Path:
     """The folder of a verified export of this model, exporting it now if there is none.
 
-    Raises :class:`Unsupported` with the reason when the model cannot run on ONNX (a failed
-    export is remembered in its manifest, so it is not retried on every start).
+    With ``in_subprocess`` the export runs in a child process (``python -m
+    daemon.onnx_export``), so the calling process (the daemon) never imports torch, even the
+    first time. Raises :class:`Unsupported` with the reason when the model cannot run on ONNX
+    (a failed export is remembered in its manifest, so it is not retried on every start).
     """
     layout = read_model_layout(model_path)
     directory = graph_dir(models_dir, model, model_path)
@@ -105,8 +108,10 @@ def ensure_graph(model: str, model_path: str, models_dir: Path, *, threads: int 
         return directory
     if missing := exporter_missing():
         raise Unsupported(f"there is no exported graph for {model} in {models_dir}, and "
-                          f"exporting one needs {', '.join(missing)} "
-                          "(pip install 'ragd[export]')")
+                          f"exporting one needs {', '.join(missing)}, which is not installed "
+                          "(README: Install)")
+    if in_subprocess:
+        return _export_in_child(model, model_path, models_dir, threads)
     models_dir.mkdir(parents=True, exist_ok=True)
     tmp = models_dir / f".tmp-{directory.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -127,6 +132,22 @@ def ensure_graph(model: str, model_path: str, models_dir: Path, *, threads: int 
         log.info("ONNX export of %s done in %.1f s (%s)", model, time.monotonic() - started,
                  ", ".join(f"{k}: min cosine {v.min_cosine:.4f}"
                            for k, v in manifest.variants.items()))
+    return ensure_graph(model, model_path, models_dir)
+
+
+def _export_in_child(model: str, model_path: str, models_dir: Path, threads: int) -> Path:
+    started = time.monotonic()
+    log.info("exporting %s to ONNX once, in a child process (about half a minute): %s",
+             model, models_dir)
+    cmd = [sys.executable, "-m", "daemon.onnx_export", "--model", model, "--model-path",
+           str(model_path), "--models-dir", str(models_dir), "--threads", str(threads)]
+    env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
+    done = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8",
+                          errors="replace", env=env, check=False)
+    if read_manifest(graph_dir(models_dir, model, model_path)) is None:
+        tail = " | ".join(done.stderr.strip().splitlines()[-3:]) or f"exit {done.returncode}"
+        raise Unsupported(f"the ONNX export process failed: {tail}")
+    log.info("ONNX export of %s finished in %.1f s", model, time.monotonic() - started)
     return ensure_graph(model, model_path, models_dir)
 
 
@@ -268,28 +289,33 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m daemon.onnx_export", description=__doc__)
     parser.add_argument("--model", help="model name or folder (default: embedding.model)")
     parser.add_argument("--force", action="store_true", help="delete an earlier export first")
+    parser.add_argument("--model-path", help=argparse.SUPPRESS)
+    parser.add_argument("--models-dir", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    from daemon.config import load_config
     from daemon.embedding import default_threads, models_dir, resolve_model_path
-    from daemon.paths import resolve_paths
 
-    paths = resolve_paths()
-    config = load_config(paths, write_default=False)
-    model = args.model or config.embedding.model
-    model_path = resolve_model_path(model)
-    root = models_dir(paths.data_dir)
+    model, root, threads = args.model, args.models_dir, args.threads
+    if not (model and root and threads):
+        from daemon.config import load_config
+        from daemon.paths import resolve_paths
+
+        paths = resolve_paths()
+        config = load_config(paths, write_default=False)
+        model = model or config.embedding.model
+        root = root or models_dir(paths.data_dir)
+        threads = threads or config.embedding.threads or default_threads()
+    model_path = args.model_path or resolve_model_path(model)
     try:
         if args.force:
             shutil.rmtree(graph_dir(root, model, model_path), ignore_errors=True)
-        directory = ensure_graph(model, model_path, root,
-                                 threads=config.embedding.threads or default_threads())
+        directory = ensure_graph(model, model_path, root, threads=threads)
     except Unsupported as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print((directory / "manifest.json").read_text(encoding="utf-8"))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

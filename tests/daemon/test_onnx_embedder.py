@@ -273,6 +273,34 @@ def test_onnx_index_and_search_import_no_torch(tmp_path: Path, exported: Path,
     assert heavy == []
 
 
+FIRST_USE = """
+import json, sys
+from pathlib import Path
+from daemon.config import EmbeddingConfig
+from daemon.embedding import make_embedder
+
+emb = make_embedder(EmbeddingConfig(backend="onnx-int8"), Path(sys.argv[1]))
+vec = emb.embed(["first use"])
+print(json.dumps({"embedder": type(emb).__name__, "norm": float((vec ** 2).sum()),
+                  "modules": sorted(sys.modules)}))
+"""
+
+
+@pytest.mark.slow
+def test_first_use_exports_in_a_child_and_imports_no_torch(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-c", FIRST_USE, str(tmp_path)], capture_output=True,
+                         text=True, timeout=600, env={**os.environ, "PYTHONWARNINGS": ""},
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["embedder"] == "OnnxEmbedder" and abs(result["norm"] - 1) < 1e-4
+    assert sorted(m for m in result["modules"] if m.split(".")[0] in HEAVY) == []
+    manifest = GraphManifest.model_validate_json(
+        (graph_dir(models_dir(tmp_path), MODEL, resolve_model_path(MODEL)) / "manifest.json")
+        .read_text(encoding="utf-8"))
+    assert manifest.error is None and manifest.variants[ONNX_INT8].ok
+
+
 @pytest.fixture
 def no_onnxruntime(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     import importlib.util

@@ -68,7 +68,8 @@ class App:
         try:
             self.embedder = embedder or make_embedder(config.embedding, paths.data_dir)
             fp = self.embedder.fingerprint
-            self.faiss = FaissStore(paths.faiss_dir, fp, self.embedder.dimension)
+            self.faiss = FaissStore(paths.faiss_dir, fp, self.embedder.dimension,
+                                    approx_from=config.index.approx_vectors_from)
             self.whoosh = WhooshStore(paths.whoosh_dir)
         except BaseException:
             self.catalog.close()

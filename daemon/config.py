@@ -63,6 +63,11 @@ class IndexConfig(_Section):
         description="A collection's folder may hold at most this many files and folders; "
         "past it, indexing stops with an error instead of walking a whole disk",
     )
+    approx_vectors_from: int = Field(
+        default=50_000, ge=0,
+        description="Past this many chunks, vector search switches from exact (flat) to an "
+        "approximate IVF index with 8-bit vectors, built in the background (0: always exact)",
+    )
 
 
 class EmbeddingConfig(_Section):

@@ -201,7 +201,10 @@ def test_second_daemon_refuses_to_start(daemon: DaemonProc, ragd_home: Path,
 
 
 def test_kill_nine_at_twenty_points_then_restart_is_consistent(
-        ragd_home: Path, tmp_path: Path) -> None:
+        ragd_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A low threshold: the approximate FAISS index is built (in the background) and rebuilt
+    # after restarts while the kills land, so a kill can hit a build too.
+    monkeypatch.setenv("RAGD_INDEX_APPROX_VECTORS_FROM", "300")
     vault = tmp_path / "big"
     vault.mkdir()
     for n in range(240):
@@ -239,6 +242,12 @@ def test_kill_nine_at_twenty_points_then_restart_is_consistent(
             " HAVING COUNT(*) > 1").fetchall()
         assert dupes == []
         assert c["catalog"] > 240
+        assert app.faiss.size >= 300
+        app.faiss.start_build().join(60)  # converges: an approximate index of the same ids
+        assert app.faiss.kind == "ivf"
+        assert app.consistency()["ok"]
+    assert "building the approximate index" in paths.log_file.read_text(
+        encoding="utf-8", errors="replace")
 
 
 def _progress(home: Path) -> int:

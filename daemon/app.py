@@ -14,6 +14,7 @@ from typing import Any
 
 from daemon.catalog import Catalog, Collection
 from daemon.config import Config
+from daemon.convert.documents import open_documents
 from daemon.embedding import Embedder, make_embedder
 from daemon.errors import ConfigError, InvalidArgument
 from daemon.indexer.pipeline import Indexer, IndexReport, Progress
@@ -71,6 +72,8 @@ class App:
             self.faiss = FaissStore(paths.faiss_dir, fp, self.embedder.dimension,
                                     approx_from=config.index.approx_vectors_from)
             self.whoosh = WhooshStore(paths.whoosh_dir)
+            # Documents convert in a worker process started on first use (decision 0013).
+            self.documents = open_documents(paths.docstore_dir)
         except BaseException:
             self.catalog.close()
             raise
@@ -97,6 +100,7 @@ class App:
         try:
             self.indexer.save()
         finally:
+            self.documents.close()
             self.whoosh.close()
             self.catalog.close()
             for callback in self.on_close:
@@ -211,7 +215,7 @@ class App:
         if not root.is_dir():
             raise ConfigError(f"the folder of collection {coll.name!r} does not exist: {root}",
                               "check the path in config.toml, or remount the drive")
-        kind = kind_for(coll.kind, self.config.index.exclude)
+        kind = kind_for(coll.kind, self.config.index.exclude, self.documents, root)
         reembed = self.reembed_needed and paths is None
         report = self.indexer.sync(coll, kind, paths=paths, force=force or reembed,
                                    max_entries=self.max_files(coll))

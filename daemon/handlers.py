@@ -127,8 +127,25 @@ async def subscribe(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
     return {"subscribed": True, "status": await asyncio.to_thread(d.status)}
 
 
+async def convert(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    """rag_convert: one document as markdown, through the doc store (cached by content)."""
+    from daemon.convert.documents import convert_file
+
+    app = await d._ready()
+    docs = app.documents
+    return await asyncio.to_thread(convert_file, docs.store, params["file_path"],
+                                   max_bytes=docs.settings.max_file_bytes)
+
+
+async def doc_store_info(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    """rag_doc_store_info: every document the doc store has seen."""
+    app = await d._ready()
+    return await asyncio.to_thread(app.documents.store.info)
+
+
 HANDLERS: dict[str, Handler] = {
     "status": status, "search": search, "list_collections": list_collections,
     "collection_info": collection_info, "index": index, "pause": pause, "resume": resume,
-    "shutdown": shutdown, "subscribe": subscribe, "skipped": skipped,
+    "shutdown": shutdown, "subscribe": subscribe, "skipped": skipped, "convert": convert,
+    "doc_store_info": doc_store_info,
 }

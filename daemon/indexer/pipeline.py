@@ -218,7 +218,8 @@ class Indexer:
 
     def _move(self, coll: Collection, kind: SourceKind, root: Path, old: str, new: FileState,
               report: IndexReport) -> None:
-        data = read_source_bytes(root, new.path, self.max_file_bytes)
+        data = read_source_bytes(root, new.path,
+                                  kind.max_bytes(new.path, self.max_file_bytes))
         doc = kind.parse(new.path, data) if isinstance(data, bytes) else data
         if isinstance(doc, Skip):
             self.catalog.delete_sources(coll.id, [old])
@@ -237,7 +238,7 @@ class Indexer:
               report: IndexReport) -> _Parsed | None:
         t0 = time.perf_counter()
         try:
-            data = read_source_bytes(root, f.path, self.max_file_bytes)
+            data = read_source_bytes(root, f.path, kind.max_bytes(f.path, self.max_file_bytes))
             sha = hashlib.sha256(data).hexdigest() if isinstance(data, bytes) else ""
             doc = kind.parse(f.path, data) if isinstance(data, bytes) else data
         except Exception as exc:  # one broken file never stops a collection

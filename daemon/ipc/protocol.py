@@ -36,7 +36,7 @@ FRAME_TOO_LARGE = -32002
 
 METHODS: tuple[str, ...] = (
     "hello", "status", "search", "list_collections", "collection_info", "index", "pause",
-    "resume", "shutdown", "subscribe", "skipped",
+    "resume", "shutdown", "subscribe", "skipped", "convert", "doc_store_info",
 )
 
 RESTART_HINT = "restart the daemon: `ragd stop && ragd start`"
@@ -305,6 +305,12 @@ def _build_models() -> dict[str, Any]:
     class CollectionInfoParams(_Params):
         collection: str
 
+    class ConvertParams(_Params):
+        file_path: str  # absolute; checked again by the daemon (daemon.convert.formats)
+
+    class DocStoreInfoParams(_Params):
+        pass
+
     class HelloParams(_Params):
         # Extra members are ignored so a newer client still gets a clean protocol mismatch.
         model_config = ConfigDict(extra="ignore", strict=True)
@@ -313,7 +319,8 @@ def _build_models() -> dict[str, Any]:
 
     return {"search": SearchParams, "index": IndexParams,
             "collection_info": CollectionInfoParams, "hello": HelloParams,
-            "skipped": SkippedParams}
+            "skipped": SkippedParams, "convert": ConvertParams,
+            "doc_store_info": DocStoreInfoParams}
 
 
 def param_model(method: str) -> Any:

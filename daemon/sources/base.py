@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from daemon.models import Document, Skip
 from daemon.sources.files import WalkResult, read_bytes, sha256_inside, walk_vault
 from daemon.sources.vault import obsidian_uri, parse_note
+
+if TYPE_CHECKING:
+    from daemon.convert.documents import Documents
 
 
 class SourceKind(Protocol):
@@ -23,6 +26,8 @@ class SourceKind(Protocol):
 
     def uri(self, root: Path, rel: str) -> str: ...
 
+    def max_bytes(self, rel: str, default: int) -> int: ...
+
 
 def read_source_bytes(root: Path, rel: str, max_bytes: int) -> bytes | Skip:
     """Read ``root/rel`` for indexing: inside the root only, size checked first, never blocking
@@ -35,34 +40,43 @@ def sha256_file(root: Path, rel: str) -> str | None:
     return sha256_inside(root, rel)
 
 
-class VaultKind:
-    """An Obsidian vault: markdown notes; links open in Obsidian."""
+class _DocumentsMixin:
+    """Documents (PDF, DOCX, EPUB, ...) beside the notes, read through the doc store when the
+    kind has one (``daemon.convert``); without one, only notes are listed."""
+
+    docs: Documents | None
+    root: Path | None
+    note_suffixes: tuple[str, ...]
+
+    @property
+    def suffixes(self) -> tuple[str, ...]:
+        docs = self.docs.suffixes if self.docs is not None and self.root is not None else ()
+        return self.note_suffixes + docs
+
+    def is_document(self, rel: str) -> bool:
+        return self.docs is not None and self.root is not None and self.docs.is_document(rel)
+
+    def max_bytes(self, rel: str, default: int) -> int:
+        if self.docs is not None and self.is_document(rel):
+            return self.docs.settings.max_file_bytes
+        return default
+
+    def parse_document(self, rel: str, data: bytes) -> Document | Skip:
+        assert self.docs is not None and self.root is not None
+        return self.docs.parse(self.root, rel, data)
+
+
+class VaultKind(_DocumentsMixin):
+    """An Obsidian vault: markdown notes and their attachments; links open in Obsidian."""
 
     kind = "vault"
+    note_suffixes = (".md",)
 
-    def __init__(self, exclude: Sequence[str]) -> None:
+    def __init__(self, exclude: Sequence[str], docs: Documents | None = None,
+                 root: Path | None = None) -> None:
         self.exclude = tuple(exclude)
-
-    def walk(self, root: Path, *, should_stop: Callable[[], bool] | None = None,
-             max_entries: int | None = None) -> WalkResult:
-        return walk_vault(root, exclude=self.exclude, should_stop=should_stop,
-                          max_entries=max_entries)
-
-    def parse(self, rel: str, data: bytes) -> Document | Skip:
-        return parse_note(rel, data)
-
-    def uri(self, root: Path, rel: str) -> str:
-        return obsidian_uri(root.name, rel)
-
-
-class FolderKind:
-    """A project folder: markdown and plain text for now; links are file:// URIs."""
-
-    kind = "folder"
-    suffixes = (".md", ".markdown", ".txt")
-
-    def __init__(self, exclude: Sequence[str]) -> None:
-        self.exclude = tuple(exclude)
+        self.docs = docs
+        self.root = root
 
     def walk(self, root: Path, *, should_stop: Callable[[], bool] | None = None,
              max_entries: int | None = None) -> WalkResult:
@@ -70,6 +84,34 @@ class FolderKind:
                           should_stop=should_stop, max_entries=max_entries)
 
     def parse(self, rel: str, data: bytes) -> Document | Skip:
+        if self.is_document(rel):
+            return self.parse_document(rel, data)
+        return parse_note(rel, data)
+
+    def uri(self, root: Path, rel: str) -> str:
+        return obsidian_uri(root.name, rel)
+
+
+class FolderKind(_DocumentsMixin):
+    """A project folder: markdown, plain text and documents; links are file:// URIs."""
+
+    kind = "folder"
+    note_suffixes = (".md", ".markdown", ".txt")
+
+    def __init__(self, exclude: Sequence[str], docs: Documents | None = None,
+                 root: Path | None = None) -> None:
+        self.exclude = tuple(exclude)
+        self.docs = docs
+        self.root = root
+
+    def walk(self, root: Path, *, should_stop: Callable[[], bool] | None = None,
+             max_entries: int | None = None) -> WalkResult:
+        return walk_vault(root, exclude=self.exclude, suffixes=self.suffixes,
+                          should_stop=should_stop, max_entries=max_entries)
+
+    def parse(self, rel: str, data: bytes) -> Document | Skip:
+        if self.is_document(rel):
+            return self.parse_document(rel, data)
         doc = parse_note(rel, data)
         if isinstance(doc, Document) and rel.lower().endswith(".txt"):
             return Document(title=doc.title, text=doc.text, source_type="txt",
@@ -81,9 +123,12 @@ class FolderKind:
         return (root / rel).resolve().as_uri()
 
 
-def kind_for(name: str, exclude: Sequence[str]) -> SourceKind:
+def kind_for(name: str, exclude: Sequence[str], docs: Documents | None = None,
+             root: Path | None = None) -> SourceKind:
+    """The kind of a collection; with ``docs`` (and the collection's ``root``) it also reads
+    the documents beside the notes."""
     if name == "vault":
-        return VaultKind(exclude)
+        return VaultKind(exclude, docs, root)
     if name == "folder":
-        return FolderKind(exclude)
+        return FolderKind(exclude, docs, root)
     raise ValueError(f"unknown source kind {name!r}")

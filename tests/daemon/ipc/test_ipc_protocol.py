@@ -17,7 +17,8 @@ from daemon.ipc import protocol as p
 def test_methods_and_version() -> None:
     assert p.PROTOCOL_VERSION == 1
     assert p.METHODS == ("hello", "status", "search", "list_collections", "collection_info",
-                         "index", "pause", "resume", "shutdown", "subscribe", "skipped")
+                         "index", "pause", "resume", "shutdown", "subscribe", "skipped",
+                         "convert", "doc_store_info")
 
 
 def test_encode_is_one_utf8_line_even_with_newlines_inside() -> None:

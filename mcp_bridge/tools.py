@@ -19,18 +19,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from daemon.convert.formats import check_convert_path
 from daemon.errors import InvalidArgument
 from daemon.policy import check_name
 
 SEARCH, INDEX = "search", "index"
 TOOLSETS: dict[str, tuple[str, ...]] = {
-    SEARCH: ("rag_search", "rag_list_collections", "rag_collection_info"),
+    SEARCH: ("rag_search", "rag_convert", "rag_list_collections", "rag_collection_info",
+             "rag_doc_store_info"),
     INDEX: ("rag_index",),
 }
 
 TOP_K_MAX = 100
 SEARCH_TIMEOUT_S = 60.0  # the first search after a start waits for the model to load
 INDEX_TIMEOUT_S = 3600.0  # past this the bridge stops waiting; the daemon keeps indexing
+CONVERT_TIMEOUT_S = 300.0  # the daemon stops a conversion at convert's own limit (120 s)
 
 RESULT_FIELDS = ("title", "content", "collection", "source_type", "source_path", "source_uri",
                  "score", "metadata")
@@ -39,6 +42,10 @@ COLLECTION_FIELDS = ("name", "type", "description", "source_count", "chunk_count
 INFO_FIELDS = ("name", "type", "description", "created_at", "source_count", "chunk_count",
                "last_indexed", "source_types", "sample_titles")
 INDEX_FIELDS = ("collection", "indexed", "skipped", "errors", "total_found")
+CONVERT_FIELDS = ("file_path", "title", "source_type", "content_hash", "cached", "markdown",
+                  "metadata")
+DOC_STORE_FIELDS = ("source_path", "content_hash", "file_size", "file_modified_at",
+                    "discovered_at")
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
@@ -141,6 +148,26 @@ INDEX_OUTPUT = _object({
     "errors": _COUNT, "total_found": _COUNT,
 }, INDEX_FIELDS)
 
+CONVERT_INPUT = _object({
+    "file_path": _string(
+        "Absolute path of the document to convert (or ~/...): PDF, DOCX, PPTX, XLSX, HTML, "
+        "EPUB, an image (PNG, JPEG, TIFF, ... when Tesseract OCR is installed), LaTeX, CSV, "
+        "Markdown or plain text."),
+}, required=("file_path",))
+CONVERT_OUTPUT = _object({
+    "file_path": {"type": "string"}, "title": {"type": "string"},
+    "source_type": {"type": "string"}, "content_hash": {"type": "string"},
+    "cached": {"type": "boolean"}, "markdown": {"type": "string"},
+    "metadata": {"type": "object"},
+}, CONVERT_FIELDS)
+
+_DOC = _object({
+    "source_path": {"type": "string"}, "content_hash": {"type": "string"},
+    "file_size": _COUNT, "file_modified_at": _NULLABLE_STR, "discovered_at": _NULLABLE_STR,
+}, DOC_STORE_FIELDS)
+DOC_STORE_INPUT = _object({})
+DOC_STORE_OUTPUT = _object({"result": {"type": "array", "items": _DOC}}, ("result",))
+
 
 # -- descriptions (read by a language model) -------------------------------------------------
 SEARCH_DESCRIPTION = """\
@@ -187,6 +214,21 @@ their configured paths, so pass no path for them. Only new or changed files are 
 but a first index of a large folder can take minutes. Returns {collection, indexed, skipped, \
 errors, total_found}: files indexed, skipped (unsupported, too large, unreadable), failed, \
 and found in all."""
+
+CONVERT_DESCRIPTION = """\
+Convert one document file to markdown and return the text: PDF (a `## Page N` heading before \
+each page), Word (DOCX), PowerPoint (PPTX, by slide), Excel (XLSX, each sheet as a table), \
+HTML, EPUB (chapters in reading order), images (OCR, when Tesseract is installed), LaTeX, CSV, \
+Markdown and plain text. Use it to read a document the user points at, whether or not it is \
+indexed. `file_path` must be an absolute path to a regular file. Conversions are cached by \
+content: the same file (or a copy of it) a second time answers at once (`cached` is true). \
+Returns {file_path, title, source_type, content_hash, cached, markdown, metadata} (metadata: \
+pages, authors, slides, sheets, ... where the format has them)."""
+
+DOC_STORE_DESCRIPTION = """\
+List the documents in ragd's conversion cache (the doc store): every PDF, DOCX, EPUB, ... that \
+was converted to markdown for indexing or by rag_convert. No parameters. Returns a list of \
+{source_path, content_hash, file_size, file_modified_at, discovered_at}."""
 
 INSTRUCTIONS = """\
 ragd searches the user's local knowledge base (Obsidian notes, and any mail, e-books, feeds, \
@@ -281,6 +323,22 @@ def parse_info(args: Mapping[str, Any]) -> dict[str, Any]:
     return {"collection": _text(args, "collection", required=True)}
 
 
+def parse_convert(args: Mapping[str, Any]) -> dict[str, Any]:
+    """rag_convert arguments -> the daemon's ``convert`` params: an absolute path to a readable
+    regular file of a supported type (``daemon.convert.formats``; the daemon checks again)."""
+    _reject_unknown("rag_convert", args, CONVERT_INPUT)
+    raw = args.get("file_path")
+    if raw is not None and not isinstance(raw, str):
+        raise InvalidArgument("file_path", f"must be a string, got {type(raw).__name__}",
+                              "pass the absolute path of the document as a string")
+    return {"file_path": check_convert_path(raw)}
+
+
+def parse_doc_store(args: Mapping[str, Any]) -> dict[str, Any]:
+    _reject_unknown("rag_doc_store_info", args, DOC_STORE_INPUT)
+    return {}
+
+
 def parse_index(args: Mapping[str, Any]) -> dict[str, Any]:
     """rag_index arguments -> the daemon's ``index`` params.
 
@@ -346,6 +404,18 @@ def shape_index(answer: Any) -> dict[str, Any]:
     return _pick(answer, INDEX_FIELDS)
 
 
+def shape_convert(answer: Any) -> dict[str, Any]:
+    out = _pick(answer, CONVERT_FIELDS)
+    out["cached"] = bool(out["cached"])
+    out["markdown"] = out["markdown"] or ""
+    out["metadata"] = out["metadata"] if isinstance(out["metadata"], dict) else {}
+    return out
+
+
+def shape_doc_store(answer: Any) -> list[dict[str, Any]]:
+    return [_pick(d, DOC_STORE_FIELDS) for d in answer or []]
+
+
 def as_text(value: Any) -> str:
     """The JSON text block that accompanies structured content."""
     return json.dumps(value, ensure_ascii=False, default=str)
@@ -377,6 +447,9 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("rag_search", "Search notes and documents", SEARCH, SEARCH_DESCRIPTION,
              SEARCH_INPUT, SEARCH_OUTPUT, "search", parse_search, shape_search,
              SEARCH_TIMEOUT_S),
+    ToolSpec("rag_convert", "Convert a document to markdown", SEARCH, CONVERT_DESCRIPTION,
+             CONVERT_INPUT, CONVERT_OUTPUT, "convert", parse_convert, shape_convert,
+             CONVERT_TIMEOUT_S),
     ToolSpec("rag_list_collections", "List indexed collections", SEARCH, LIST_DESCRIPTION,
              LIST_INPUT, LIST_OUTPUT, "list_collections", parse_list, shape_list,
              SEARCH_TIMEOUT_S),
@@ -386,6 +459,9 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("rag_index", "Index a collection or a folder", INDEX, INDEX_DESCRIPTION,
              INDEX_INPUT, INDEX_OUTPUT, "index", parse_index, shape_index, INDEX_TIMEOUT_S,
              read_only=False),
+    ToolSpec("rag_doc_store_info", "List converted documents", SEARCH, DOC_STORE_DESCRIPTION,
+             DOC_STORE_INPUT, DOC_STORE_OUTPUT, "doc_store_info", parse_doc_store,
+             shape_doc_store, SEARCH_TIMEOUT_S),
 )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,6 +27,11 @@ RESULT = {"title": "Levain care", "content": "Feed the levain", "collection": "o
           "source_uri": "obsidian://open?vault=v&file=Levain%20care", "score": 0.9,
           "metadata": {"tags": ["kitchen"], "heading_path": ["Levain care"], "chunk_id": 1},
           "rank": 1}
+README = str(Path(__file__).resolve().parents[2] / "README.md")
+CONVERTED = {"file_path": README, "title": "t", "source_type": "txt", "content_hash": "ab",
+             "cached": True, "markdown": "# t\n", "metadata": {}}
+DOC = {"source_path": "/d/a.pdf", "content_hash": "ab", "file_size": 3,
+       "file_modified_at": None, "discovered_at": "2024-01-01T00:00:00+00:00"}
 COLLECTION = {"name": "obsidian", "type": "system", "description": "the vault",
               "source_count": 8, "chunk_count": 8, "last_indexed": "2024-01-01T00:00:00+00:00",
               "created_at": "2024-01-01T00:00:00+00:00", "skipped_count": 0}
@@ -79,18 +85,24 @@ def test_calls_map_to_daemon_methods_and_results_keep_the_reference_fields() -> 
                             "sample_titles": ["Levain care"], "root": "/v", "skips": {}},
         "index": {"collection": "obsidian", "indexed": 0, "skipped": 0, "errors": 0,
                   "total_found": 8},
+        "convert": {**CONVERTED, "chars": 20},
+        "doc_store_info": [DOC],
     })
     listed, results = call_tools(link, [
         ("rag_search", {"query": "levain", "top_k": 3, "collection": "system"}),
+        ("rag_convert", {"file_path": README}),
         ("rag_list_collections", {}),
         ("rag_collection_info", {"collection": "obsidian"}),
         ("rag_index", {"collection": "obsidian"}),
+        ("rag_doc_store_info", {}),
     ])
     assert [t.name for t in listed] == [t.name for t in TOOLS]
     assert all(not r.isError for r in results)
     for spec, result in zip(TOOLS, results, strict=True):
         jsonschema.validate(result.structuredContent, spec.output_schema)
-    search, listing, info, index = results
+    search, converted, listing, info, index, docs = results
+    assert converted.structuredContent == CONVERTED
+    assert docs.structuredContent == {"result": [DOC]}
     assert search.structuredContent == {
         "results": [{k: v for k, v in RESULT.items() if k != "rank"}],
         "indexing": {"active": True, "remaining": 3}}
@@ -103,8 +115,9 @@ def test_calls_map_to_daemon_methods_and_results_keep_the_reference_fields() -> 
                                        "errors": 0, "total_found": 8}
     assert [c[:2] for c in link.calls] == [
         ("search", {"query": "levain", "top_k": 3, "collection": "system"}),
+        ("convert", {"file_path": README}),
         ("list_collections", {}), ("collection_info", {"collection": "obsidian"}),
-        ("index", {"collection": "obsidian", "wait": True})]
+        ("index", {"collection": "obsidian", "wait": True}), ("doc_store_info", {})]
 
 
 def test_bad_arguments_are_answered_without_calling_the_daemon() -> None:
@@ -167,7 +180,8 @@ def test_toolsets_come_from_the_config_file_and_the_environment(
     assert configured_toolsets() == ["search", "nonsense"]
     with caplog.at_level("WARNING"):
         assert [s.name for s in choose_tools(configured_toolsets())] == [
-            "rag_search", "rag_list_collections", "rag_collection_info"]
+            "rag_search", "rag_convert", "rag_list_collections", "rag_collection_info",
+            "rag_doc_store_info"]
     assert "nonsense" in caplog.text
     (ragd_home / "config" / "config.toml").write_text("[mcp\n", encoding="utf-8")
     assert configured_toolsets() == ["search", "index"]  # a broken file: defaults, logged

@@ -52,8 +52,9 @@ anyio.run(main)
 """
 PARAMS = {"rag_search": ["query", "collection", "top_k", "source_type", "date_from", "date_to",
                          "sender", "author"],
+          "rag_convert": ["file_path"],
           "rag_list_collections": [], "rag_collection_info": ["collection"],
-          "rag_index": ["collection", "path"]}
+          "rag_index": ["collection", "path"], "rag_doc_store_info": []}
 
 
 @dataclass
@@ -113,7 +114,10 @@ def text(result: types.CallToolResult) -> str:
 
 def output_schema(structured: dict[str, Any]) -> dict[str, Any]:
     """The tool's result schema, told apart by the result's keys."""
-    name = ("rag_search" if "results" in structured else "rag_list_collections"
+    listed = structured.get("result")
+    name = ("rag_search" if "results" in structured else "rag_convert"
+            if "markdown" in structured else "rag_doc_store_info"
+            if listed and "content_hash" in listed[0] else "rag_list_collections"
             if "result" in structured else "rag_collection_info"
             if "sample_titles" in structured else "rag_index")
     return next(spec.output_schema for spec in TOOLS if spec.name == name)
@@ -150,7 +154,7 @@ def test_tools_and_their_schemas_match_the_reference(shared: Shared, errlog: Tex
             return (await session.list_tools()).tools
 
     tools = anyio.run(run)
-    assert [t.name for t in tools] == list(PARAMS)  # no rag_convert, no rag_doc_store_info
+    assert [t.name for t in tools] == list(PARAMS)  # the reference's order
     specs = {spec.name: spec for spec in TOOLS}
     for tool in tools:
         assert list(tool.inputSchema["properties"]) == PARAMS[tool.name]
@@ -164,8 +168,10 @@ def test_tools_and_their_schemas_match_the_reference(shared: Shared, errlog: Tex
         if name != "top_k":
             assert search[name]["default"] is None
             assert {t["type"] for t in search[name]["anyOf"]} == {"string", "null"}
-    assert tools[2].inputSchema["required"] == ["collection"]
-    assert tools[3].inputSchema["required"] == ["collection"]
+    by_name = {t.name: t for t in tools}
+    assert by_name["rag_collection_info"].inputSchema["required"] == ["collection"]
+    assert by_name["rag_index"].inputSchema["required"] == ["collection"]
+    assert by_name["rag_convert"].inputSchema["required"] == ["file_path"]
 
 
 def test_ragd_mcp_subcommand_serves_the_same_server(shared: Shared, errlog: TextIO) -> None:
@@ -186,7 +192,8 @@ def test_ragd_mcp_subcommand_serves_the_same_server(shared: Shared, errlog: Text
 
 
 @pytest.mark.parametrize(("toolsets", "expected"), [
-    ("search", ["rag_search", "rag_list_collections", "rag_collection_info"]),
+    ("search", ["rag_search", "rag_convert", "rag_list_collections", "rag_collection_info",
+                "rag_doc_store_info"]),
     ("index", ["rag_index"]),
     ("index,nonsense", ["rag_index"]),
 ])
@@ -288,6 +295,56 @@ def test_invalid_arguments_are_tool_errors_naming_the_parameter(
         assert f"`{param}`" in message and "Fix:" in message, message
         assert "Traceback" not in message
     assert not (tmp_path / "missing").exists()
+
+
+# -- documents ----------------------------------------------------------------------------------
+def test_rag_convert_twice_answers_from_the_cache_and_is_listed(
+        shared: Shared, errlog: TextIO, tmp_path: Path) -> None:
+    from document_fixtures import pdf_bytes
+
+    doc = tmp_path / "Field guide.pdf"
+    doc.write_bytes(pdf_bytes())
+
+    async def run() -> tuple[Any, Any, float, Any]:
+        async with bridge(shared.home, errlog) as session:
+            first = ok(await session.call_tool("rag_convert", {"file_path": str(doc)}))
+            t0 = time.perf_counter()
+            second = ok(await session.call_tool("rag_convert", {"file_path": str(doc)}))
+            seconds = time.perf_counter() - t0
+            listed = ok(await session.call_tool("rag_doc_store_info", {}))
+            return first, second, seconds, listed
+
+    first, second, seconds, listed = anyio.run(run)
+    assert (first["cached"], second["cached"]) == (False, True)
+    assert second["markdown"] == first["markdown"] and seconds < 1.0
+    assert "## Page 2" in first["markdown"] and "zebrafish" in first["markdown"]
+    assert first["source_type"] == "pdf" and first["metadata"]["pages"] == 3
+    entry = next(d for d in listed if d["source_path"] == str(doc))
+    assert entry["content_hash"] == first["content_hash"]
+    assert entry["file_size"] == doc.stat().st_size and entry["discovered_at"]
+
+
+def test_rag_convert_refuses_bad_paths_with_the_reason(
+        shared: Shared, errlog: TextIO, tmp_path: Path) -> None:
+    (tmp_path / "folder.pdf").mkdir()
+    (tmp_path / "empty.pdf").write_bytes(b"")
+    cases = [("relative.pdf", "is relative"), (str(tmp_path / "gone.pdf"), "does not exist"),
+             (str(tmp_path / "folder.pdf"), "is a folder"),
+             ("/dev/null", "character device"), ("", "required")]
+
+    async def run() -> list[types.CallToolResult]:
+        async with bridge(shared.home, errlog) as session:
+            calls = [await session.call_tool("rag_convert", {"file_path": p}) for p, _ in cases]
+            calls.append(await session.call_tool("rag_convert",
+                                                 {"file_path": str(tmp_path / "empty.pdf")}))
+            return calls
+
+    results = anyio.run(run)
+    for (_, why), result in zip(cases, results, strict=False):
+        assert result.isError and "`file_path`" in text(result) and why in text(result), \
+            text(result)
+    assert results[-1].isError and "empty" in text(results[-1])
+    assert "Traceback" not in text(results[-1])
 
 
 # -- indexing -----------------------------------------------------------------------------------

@@ -11,8 +11,11 @@ import pytest
 from daemon.errors import InvalidArgument
 from mcp_bridge import tools
 from mcp_bridge.tools import (
+    DOC_STORE_FIELDS,
     RESULT_FIELDS,
     TOOLS,
+    parse_convert,
+    parse_doc_store,
     parse_index,
     parse_info,
     parse_list,
@@ -33,9 +36,11 @@ REFERENCE: dict[str, list[tuple[str, str, str]]] = {
                    ("top_k", "int", "10"), ("source_type", "str | null", "null"),
                    ("date_from", "str | null", "null"), ("date_to", "str | null", "null"),
                    ("sender", "str | null", "null"), ("author", "str | null", "null")],
+    "rag_convert": [("file_path", "str", "required")],
     "rag_list_collections": [],
     "rag_collection_info": [("collection", "str", "required")],
     "rag_index": [("collection", "str", "required"), ("path", "str | null", "null")],
+    "rag_doc_store_info": [],
 }
 
 
@@ -65,7 +70,7 @@ def check_input_schema(schema: dict[str, Any], params: list[tuple[str, str, str]
         assert prop["description"], name
 
 
-def test_the_tools_are_exactly_the_reference_ones_minus_convert_and_doc_store() -> None:
+def test_the_tools_are_exactly_the_reference_ones() -> None:
     assert [t.name for t in TOOLS] == list(REFERENCE)
     for spec in TOOLS:
         check_input_schema(spec.input_schema, REFERENCE[spec.name])
@@ -96,13 +101,30 @@ def test_the_literal_table_matches_the_reference_document() -> None:
     tables = _reference_tables(files[0].read_text(encoding="utf-8"))
     for name, params in REFERENCE.items():
         assert tables[name] == params
-    assert "rag_convert" in tables and "rag_doc_store_info" in tables  # not offered
+    text = files[0].read_text(encoding="utf-8")
+    fields = re.search(r"## rag_doc_store_info.*?\{ (.*?) \}", text, re.S)
+    assert fields is not None
+    assert tuple(f.strip() for f in fields.group(1).split(",")) == DOC_STORE_FIELDS
+
+
+def test_convert_arguments_are_checked_in_the_bridge(tmp_path: Path) -> None:
+    doc = tmp_path / "a.pdf"
+    doc.write_bytes(b"%PDF-1.4")
+    assert parse_convert({"file_path": str(doc)}) == {"file_path": str(doc.resolve())}
+    (tmp_path / "dir.pdf").mkdir()
+    for bad, why in [({"file_path": "a.pdf"}, "relative"), ({}, "required"),
+                     ({"file_path": 3}, "string"), ({"file_path": "/dev/null"}, "device"),
+                     ({"file_path": str(tmp_path / "dir.pdf")}, "folder"),
+                     ({"file_path": str(doc), "x": 1}, "not a parameter")]:
+        with pytest.raises(InvalidArgument, match=why):
+            parse_convert(bad)
+    assert parse_doc_store({}) == {}
 
 
 def test_toolsets_pick_groups_and_report_unknown_names() -> None:
     specs, unknown = select_tools(["search"])
-    assert [s.name for s in specs] == ["rag_search", "rag_list_collections",
-                                       "rag_collection_info"]
+    assert [s.name for s in specs] == ["rag_search", "rag_convert", "rag_list_collections",
+                                       "rag_collection_info", "rag_doc_store_info"]
     specs, unknown = select_tools(["index", "Bogus", " "])
     assert [s.name for s in specs] == ["rag_index"] and unknown == ["bogus"]
     assert select_tools([])[0] == []

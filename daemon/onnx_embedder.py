@@ -212,7 +212,14 @@ class OnnxEmbedder:
         self.manifest = manifest
         self.batch_size = batch_size
         self.threads = max(1, threads)
-        self.graph_path = directory / manifest.variants[variant].file
+        self.graph_path = directory / check.file
+        try:
+            size = self.graph_path.stat().st_size
+        except OSError:
+            size = -1
+        if size != check.size:  # a copy cut short, or a file replaced by hand
+            raise Unsupported(f"{self.graph_path} is missing or not the exported file "
+                              f"(delete {directory} to export it again)")
         self._lock = threading.Lock()
         self._sessions: dict[int, Any] = {}
         self._weights: dict[str, Any] | None = None

@@ -33,6 +33,7 @@ from daemon.onnx_embedder import (
     GraphManifest,
     OnnxEmbedder,
     Unsupported,
+    VariantCheck,
     graph_dir,
     pool,
     read_model_layout,
@@ -328,4 +329,15 @@ def test_unknown_backend_is_a_config_error() -> None:
 
 def test_onnx_embedder_refuses_a_missing_graph(tmp_path: Path) -> None:
     with pytest.raises(Unsupported):
+        OnnxEmbedder(MODEL, tmp_path, ONNX_INT8)
+
+
+def test_onnx_embedder_refuses_a_graph_cut_short(tmp_path: Path) -> None:
+    check = VariantCheck(file="model-int8.onnx", size=1000, min_cosine=0.99, mean_cosine=0.995,
+                         ok=True)
+    manifest = GraphManifest(model=MODEL, model_path="x", source_key="x",
+                             created_at="2026-01-01T00:00:00+00:00", variants={ONNX_INT8: check})
+    (tmp_path / "manifest.json").write_text(manifest.model_dump_json(), encoding="utf-8")
+    (tmp_path / "model-int8.onnx").write_bytes(b"\0" * 10)
+    with pytest.raises(Unsupported, match="not the exported file"):
         OnnxEmbedder(MODEL, tmp_path, ONNX_INT8)

@@ -16,6 +16,7 @@ SKIP_CODES: dict[str, str] = {
     "not_regular": "not a regular file (a pipe, socket or device)",
     "parse_error": "the file could not be parsed",
     "vanished": "file disappeared while it was being indexed",
+    "not_mail": "a file in a mail folder that is neither an mbox nor a mail message",
     "outside_root": "symbolic link to a file or folder outside the collection's folder: "
     "ragd never reads outside it (move the target inside, or index its folder on its own)",
     "encrypted": "the document is password-protected or DRM-encrypted: ragd cannot read it "

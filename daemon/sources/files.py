@@ -160,6 +160,8 @@ def walk_vault(
     suffixes: Sequence[str] = DEFAULT_SUFFIXES,
     should_stop: Callable[[], bool] | None = None,
     max_entries: int | None = DEFAULT_MAX_ENTRIES,
+    hidden: bool = False,
+    accept: Callable[[str], bool] | None = None,
 ) -> WalkResult:
     """List the notes under ``root`` without opening any file.
 
@@ -169,6 +171,9 @@ def walk_vault(
     (``daemon.sources.containment``): one that resolves outside the root is recorded as
     ``outside_root``, one back to a folder above it as ``symlink_loop``; one whose target is
     already listed under its own name is not listed twice; the others are followed.
+
+    ``hidden`` lists dot-names too (Maildir++ keeps folders as ``.Sent``); ``accept``, when
+    given, decides by name which files are listed instead of ``suffixes``.
 
     Raises ``NotFound`` if the root is not a directory, ``RagdError`` if it cannot be listed,
     ``TooManyFiles`` past ``max_entries`` entries, and ``Interrupted`` as soon as
@@ -180,7 +185,8 @@ def walk_vault(
         raise NotFound(f"vault folder {root} not found", "check the vault path in config.toml") from exc
     if not stat.S_ISDIR(root_st.st_mode):
         raise NotFound(f"vault path {root} is not a folder", "point the vault path at a folder")
-    rules = _Rules(frozenset(e.strip("/") for e in exclude), tuple(s.lower() for s in suffixes))
+    rules = _Rules(frozenset(e.strip("/") for e in exclude), tuple(s.lower() for s in suffixes),
+                   hidden, accept)
     walk = _Walk(root, rules, should_stop, max_entries)
     key = (root_st.st_dev, root_st.st_ino)
     walk.seen_dirs.add(key)
@@ -195,15 +201,18 @@ def walk_vault(
 class _Rules:
     exclude: frozenset[str]
     suffixes: tuple[str, ...]
+    hidden: bool = False
+    accept: Callable[[str], bool] | None = None
 
     def ignored(self, name: str, rel: str) -> bool:
-        return name.startswith(".") or name in self.exclude or rel in self.exclude
+        return ((name.startswith(".") and not self.hidden) or name in self.exclude
+                or rel in self.exclude)
 
     def is_note(self, name: str) -> bool:
         lower = name.lower()
         if lower.endswith(_TEMP_SUFFIXES) or (name.startswith("#") and name.endswith("#")):
             return False
-        return lower.endswith(self.suffixes)
+        return self.accept(name) if self.accept is not None else lower.endswith(self.suffixes)
 
     def reports_link(self, name: str) -> bool:
         """Whether a link we cannot resolve is worth reporting: a note, or probably a folder."""

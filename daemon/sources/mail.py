@@ -83,10 +83,14 @@ def parse_message(data: bytes, *, html_to_text: HtmlToText) -> MailMessage | Ski
     except Exception as exc:  # the parser is lenient; this is a last resort
         return Skip("parse_error", f"not a mail message: {type(exc).__name__}: {exc}")
     warnings: list[str] = []
-    if msg.defects or any(part.defects for part in msg.walk()):
-        warnings.append("mime_defects")
-    headers = _headers(msg, warnings)
-    body, attachments = _content(msg, html_to_text, warnings)
+    try:
+        if msg.defects or any(part.defects for part in msg.walk()):
+            warnings.append("mime_defects")
+        headers = _headers(msg, warnings)
+        body, attachments = _content(msg, html_to_text, warnings)
+    except Exception as exc:  # a parser bug must cost one message, not the mailbox
+        log.exception("unexpected error parsing a message")
+        return Skip("parse_error", f"{type(exc).__name__}: {exc}")
     if not body.strip() and not headers["subject"] and not attachments:
         return Skip("empty", "message has no subject, text or attachment")
     mid = headers["message_id"]
@@ -105,10 +109,12 @@ def _header(msg: Message, name: str, warnings: list[str]) -> str:
     try:
         value = msg.get(name)
         return " ".join(str(value).split()) if value is not None else ""
-    except Exception:  # a header the parser cannot decode (bad RFC 2047, unknown charset)
+    except Exception:  # a header the parser cannot read (bad RFC 2047, a broken group...)
         warnings.append("bad_header")
-        raw = msg.get_all(name, failobj=[""])  # type: ignore[arg-type]
-        return " ".join(str(raw[0]).split()) if raw else ""
+        # The unparsed text of the field, as it came (raw_items parses nothing).
+        lower = name.lower()
+        raw = next((v for k, v in msg.raw_items() if k.lower() == lower), "")
+        return " ".join(str(raw).split())
 
 
 def _ids(text: str) -> list[str]:
@@ -118,6 +124,8 @@ def _ids(text: str) -> list[str]:
 def _addresses(msg: Message, names: tuple[str, ...], warnings: list[str]) -> list[str]:
     values = [_header(msg, n, warnings) for n in names]
     out = []
+    # getaddresses on the text, not the parsed header objects: it copes with groups
+    # ("undisclosed-recipients:;") that the header registry trips over.
     for name, addr in email.utils.getaddresses([v for v in values if v]):
         if addr or name:
             out.append(f"{name} <{addr}>" if name and addr else addr or name)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from daemon.models import Skip
 from daemon.sources.containment import open_inside
+from daemon.sources.files import walk_vault
 
 MAX_MESSAGE_BYTES = 50 * 1024 * 1024  # one message (with attachments) larger than this: skipped
 
@@ -69,3 +71,114 @@ def _message(offset: int, end: int, lines: list[bytes], too_big: bool) -> MboxMe
         return Skip("too_large", f"message at byte {offset:,} is over "
                     f"{MAX_MESSAGE_BYTES:,} bytes")
     return MboxMessage(offset, end, b"".join(lines))
+
+
+# -- listing ------------------------------------------------------------------------------------
+
+# Files that live beside mail and are never mail: Thunderbird's summaries and indexes, Apple
+# Mail's plists and databases, Dovecot's and notmuch's own files, lock files.
+_NOT_MAIL_SUFFIXES = (".msf", ".dat", ".sqlite", ".sqlite-wal", ".sqlite-shm", ".json",
+                      ".plist", ".lock", ".idx", ".cache", ".log", ".emlxpart", ".db", ".html",
+                      ".txt", ".pdf", ".png", ".jpg", ".gif", ".ics", ".vcf", ".tgz", ".zip")
+_NOT_MAIL_NAMES = frozenset(("maildirfolder", "subscriptions", "courierimapuiddb",
+                             "courierimapkeywords", "dovecot-uidlist", "dovecot-keywords",
+                             "dovecot.index", "msgFilterRules.dat", "popstate.dat"))
+SNIFF_BYTES = 4096
+_HEADER_LINE = re.compile(rb"[!-9;-~]+:[ \t]")  # RFC 5322 field name, then a colon
+
+
+@dataclass(frozen=True)
+class MailFile:
+    """One file that holds mail: an mbox (many messages) or a single message."""
+
+    path: str  # relative to the root, '/'-separated
+    kind: str  # "mbox" | "message" | "emlx"
+    folder: str  # the mail folder it belongs to, as a person would name it
+    size: int
+    mtime_ns: int
+
+
+def could_be_mail(name: str) -> bool:
+    """Whether a file name may hold mail (cheap: no file is opened)."""
+    lower = name.lower()
+    return not (name in _NOT_MAIL_NAMES or lower.endswith(_NOT_MAIL_SUFFIXES))
+
+
+def mail_folder(rel: str) -> str:
+    """The folder a person sees: Maildir's cur/new dropped, Maildir++ '.A.B' as 'A/B', an mbox
+    file's name without '.mbox' (Thunderbird's 'Inbox.sbd/Work' as 'Inbox/Work')."""
+    parts = rel.split("/")[:-1]
+    if parts and parts[-1] in ("cur", "new"):
+        parts = parts[:-1]
+    out: list[str] = []
+    for part in parts:
+        if part.startswith(".") and len(part) > 1:
+            out.extend(p for p in part[1:].split(".") if p)
+        elif part.lower().endswith(".sbd"):
+            out.append(part[:-4])
+        else:
+            out.append(part)
+    return "/".join(out) or "Inbox"
+
+
+def classify(root: str | os.PathLike[str], rel: str) -> str | Skip:
+    """'mbox', 'emlx' or 'message' from the first bytes of ``root/rel``; a Skip when the file
+    is not mail (or cannot be read, or lies outside the root)."""
+    opened = open_inside(root, rel)
+    if isinstance(opened, Skip):
+        return opened
+    fd, st = opened
+    with os.fdopen(fd, "rb") as fh:
+        head = fh.read(SNIFF_BYTES)
+    if not head.strip():
+        return Skip("empty", "file is empty")
+    if rel.lower().endswith(".emlx"):
+        first, _, rest = head.partition(b"\n")
+        if first.strip().isdigit() and _HEADER_LINE.match(rest.lstrip()):
+            return "emlx"
+    if head.startswith(b"From ") and b"\n" in head:
+        return "mbox"
+    if _HEADER_LINE.match(head.lstrip()):
+        return "message"
+    return Skip("not_mail", "does not start like an mbox or a mail message")
+
+
+def read_emlx(data: bytes) -> bytes:
+    """The message inside Apple Mail's .emlx: a byte count line, the message, then a plist."""
+    first, _, rest = data.partition(b"\n")
+    try:
+        return rest[: int(first.strip())]
+    except ValueError:
+        return rest
+
+
+def list_mail(root: str | os.PathLike[str], *, should_stop: Callable[[], bool] | None = None,
+              max_entries: int | None = None) -> tuple[list[MailFile], list[tuple[str, Skip]]]:
+    """Every file under ``root`` that holds mail, and the ones that could not be told apart.
+
+    Maildir messages (files in ``cur/`` or ``new/``), ``.eml`` and ``.emlx`` files are known by
+    where they are and their names; any other candidate (an ``.mbox``, Thunderbird's
+    extension-less mbox beside its ``.msf``, a message file outside ``cur/``) is sniffed from
+    its first bytes. Maildir++ folders (``.Sent``) are listed; ``tmp/`` (deliveries in
+    progress) is not. Files are opened only through the containment rule.
+    """
+    walked = walk_vault(Path(root), exclude=("tmp",), hidden=True, accept=could_be_mail,
+                        should_stop=should_stop, max_entries=max_entries)
+    files: list[MailFile] = []
+    skipped = list(walked.skipped)
+    for f in walked.files:
+        parent = f.path.rsplit("/", 2)[-2] if "/" in f.path else ""
+        lower = f.path.lower()
+        kind: str | Skip
+        if parent in ("cur", "new") or lower.endswith(".eml"):
+            kind = "message"
+        elif lower.endswith(".emlx"):
+            kind = "emlx"
+        else:
+            kind = classify(root, f.path)
+        if isinstance(kind, Skip):
+            if kind.code != "not_mail":
+                skipped.append((f.path, kind))
+            continue
+        files.append(MailFile(f.path, kind, mail_folder(f.path), f.size, f.mtime_ns))
+    return files, skipped

@@ -12,7 +12,7 @@ from conftest import corpus_path
 
 from daemon.models import Skip
 from daemon.sources.mail import MailMessage, parse_message, trim_quoted
-from daemon.sources.mailbox import MboxMessage, read_mbox
+from daemon.sources.mailbox import MboxMessage, list_mail, read_emlx, read_mbox
 
 
 def strip_tags(html: str) -> str:
@@ -168,3 +168,61 @@ def test_every_message_of_the_shared_mboxes_parses() -> None:
 def test_shared_eml_files_parse(name: str) -> None:
     got = parse((corpus_path("mail", "eml") / name).read_bytes())
     assert got.subject and got.sender
+
+
+# -- listing ------------------------------------------------------------------------------------
+
+
+def test_maildir_plus_plus_thunderbird_and_single_files_are_listed_by_folder(
+        tmp_path: Path) -> None:
+    msg = b"From: a@b.c\nSubject: hi\n\nbody\n"
+    for rel in ("Mail/cur/1.host:2,S", "Mail/new/2.host", "Mail/tmp/3.host",
+                "Mail/.Archive.2020/cur/4.host:2,", "Mail/.Sent/new/5.host"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(msg)
+    tb = tmp_path / "Thunderbird" / "Local Folders"
+    (tb / "Inbox.sbd").mkdir(parents=True)
+    (tb / "Inbox").write_bytes(b"From - Mon Jan 1 00:00:00 2024\n" + msg)
+    (tb / "Inbox.msf").write_bytes(b"// <!-- <mdb:mork:z v=\"1.4\"/> -->")
+    (tb / "Inbox.sbd" / "Work").write_bytes(b"From - Mon Jan 1 00:00:00 2024\n" + msg)
+    (tmp_path / "single.eml").write_bytes(msg)
+    (tmp_path / "apple.emlx").write_bytes(b"%d\n" % len(msg) + msg + b"<?xml plist?>")
+    (tmp_path / "notes.md").write_text("# not mail\n", encoding="utf-8")
+    (tmp_path / "blob").write_bytes(b"\x89PNG binary")
+
+    files, skipped = list_mail(tmp_path)
+
+    got = {f.path: (f.kind, f.folder) for f in files}
+    assert got == {
+        "Mail/cur/1.host:2,S": ("message", "Mail"), "Mail/new/2.host": ("message", "Mail"),
+        "Mail/.Archive.2020/cur/4.host:2,": ("message", "Mail/Archive/2020"),
+        "Mail/.Sent/new/5.host": ("message", "Mail/Sent"),
+        "Thunderbird/Local Folders/Inbox": ("mbox", "Thunderbird/Local Folders"),
+        "Thunderbird/Local Folders/Inbox.sbd/Work": ("mbox", "Thunderbird/Local Folders/Inbox"),
+        "single.eml": ("message", "Inbox"), "apple.emlx": ("emlx", "Inbox"),
+    }
+    assert skipped == []
+    assert read_emlx((tmp_path / "apple.emlx").read_bytes()) == msg
+
+
+def test_every_message_of_the_shared_mail_folders_is_listed_and_parses() -> None:
+    root = corpus_path("mail")
+    files, skipped = list_mail(root)
+    assert skipped == []
+    count = 0
+    for f in files:
+        if f.kind == "mbox":
+            datas = [m.data for m in read_mbox(root, f.path) if isinstance(m, MboxMessage)]
+        else:
+            datas = [(root / f.path).read_bytes()]
+        for data in datas:
+            parse(data)
+            count += 1
+    assert count == 1064  # the corpus README: 797 in mbox, 263 in maildir, 4 single files
+
+
+def test_a_header_the_parser_trips_over_is_read_raw_with_a_warning() -> None:
+    raw = (b"From: a@b.c\r\nTo: undisclosed-recipients:;, \"Odd\" <@bad>, x@y.z\r\n"
+           b"Cc: : ;\r\nSubject: groups\r\n\r\nbody\r\n")
+    got = parse(raw)
+    assert "x@y.z" in got.recipients and got.body.strip() == "body"

@@ -14,7 +14,7 @@ from typing import Any
 
 from daemon.catalog import Catalog, Collection
 from daemon.config import Config
-from daemon.convert.documents import open_documents
+from daemon.convert.documents import DocumentSettings, open_documents
 from daemon.embedding import Embedder, make_embedder
 from daemon.errors import ConfigError, InvalidArgument
 from daemon.indexer.pipeline import Indexer, IndexReport, Progress
@@ -50,6 +50,13 @@ def iso_time(ts: float | None) -> str | None:
 _NO_FILE_LIMIT = "no_file_limit:"  # catalog meta key prefix: index.max_files lifted
 
 
+def document_settings(config: Config) -> DocumentSettings:
+    """The conversion limits of the [documents] section."""
+    d = config.documents
+    return DocumentSettings(max_file_bytes=int(d.max_file_mb * 2**20), timeout_s=d.timeout_s,
+                            max_memory_mb=d.max_memory_mb, images=d.images)
+
+
 def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:48].strip("-") or "vault"
 
@@ -73,7 +80,7 @@ class App:
                                     approx_from=config.index.approx_vectors_from)
             self.whoosh = WhooshStore(paths.whoosh_dir)
             # Documents convert in a worker process started on first use (decision 0013).
-            self.documents = open_documents(paths.docstore_dir)
+            self.documents = open_documents(paths.docstore_dir, document_settings(config))
         except BaseException:
             self.catalog.close()
             raise

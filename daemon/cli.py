@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --collection and PATH: lift index.max_files for this project")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
+    p = sub.add_parser("convert", help="convert a document (PDF, DOCX, EPUB, ...) to markdown")
+    p.add_argument("file", help="the document; a relative path is taken from this folder")
+    p.add_argument("--json", action="store_true",
+                   help="print the whole answer (title, source_type, cached, metadata) as JSON")
+
     p = sub.add_parser("search", help="search the indexed sources")
     p.add_argument("query", nargs="+", help="words or a question (quotes keep a phrase)")
     p.add_argument("--top-k", "-k", type=int, default=10, help="results to show (1-100)")
@@ -254,6 +259,32 @@ def search_params(args: argparse.Namespace) -> dict[str, Any]:
             "explain": args.explain}
 
 
+def cmd_convert(args: argparse.Namespace) -> int:
+    """The markdown of one document, through the daemon's doc store when it runs (cached by
+    content either way)."""
+    path = os.path.abspath(os.path.expanduser(args.file))
+    if _daemon_running():
+        from daemon.cli_remote import remote_convert
+
+        answer = remote_convert(path)
+    else:
+        from daemon.app import document_settings
+        from daemon.config import load_config
+        from daemon.convert.documents import convert_file, open_documents
+        from daemon.paths import resolve_paths
+
+        paths = resolve_paths()
+        paths.ensure()
+        settings = document_settings(load_config(paths))
+        docs = open_documents(paths.docstore_dir, settings)
+        try:
+            answer = convert_file(docs.store, path, max_bytes=settings.max_file_bytes)
+        finally:
+            docs.close()
+    print(json.dumps(answer, indent=2, ensure_ascii=False) if args.json else answer["markdown"])
+    return 0
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     from daemon.search.params import build_request
 
@@ -334,7 +365,7 @@ def _lazy(module: str, name: str) -> Any:
     return run
 
 
-COMMANDS = {"index": cmd_index, "search": cmd_search, "doctor": cmd_doctor,
+COMMANDS = {"index": cmd_index, "search": cmd_search, "convert": cmd_convert, "doctor": cmd_doctor,
             "daemon": _remote("cmd_daemon"), "start": _remote("cmd_start"),
             "stop": _remote("cmd_stop"), "status": _remote("cmd_status"),
             "pause": _remote("cmd_pause"), "resume": _remote("cmd_resume"),

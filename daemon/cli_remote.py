@@ -121,6 +121,12 @@ def remote_search(params: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def remote_convert(file_path: str) -> dict[str, Any]:
+    with connect(call_timeout=300.0) as client:
+        result: dict[str, Any] = client.call("convert", {"file_path": file_path})
+    return result
+
+
 def remote_index(params: dict[str, Any], show_progress: bool) -> Any:
     """Ask the daemon to index, drawing its live progress events as a progress bar."""
     paths = resolve_paths()

@@ -133,6 +133,29 @@ class SearchConfig(_Section):
     )
 
 
+class DocumentsConfig(_Section):
+    max_file_mb: float = Field(
+        default=100.0, gt=0,
+        description="Documents (PDF, DOCX, EPUB, ...) larger than this (in MB) are skipped as "
+        "too_large",
+    )
+    timeout_s: float = Field(
+        default=120.0, gt=0,
+        description="A conversion that runs longer is stopped and its file skipped as "
+        "convert_timeout",
+    )
+    max_memory_mb: int = Field(
+        default=2048, ge=256,
+        description="Memory the conversion worker may use (Linux and macOS); past it the file "
+        "is skipped as convert_memory",
+    )
+    images: bool = Field(
+        default=False,
+        description="Index images in collections by OCR (needs Tesseract); rag_convert reads "
+        "images either way",
+    )
+
+
 class DaemonConfig(_Section):
     sweep_interval_s: float = Field(
         default=300.0,
@@ -165,6 +188,9 @@ class Config(BaseModel):
         default_factory=EmbeddingConfig, description="The embedding model"
     )
     search: SearchConfig = Field(default_factory=SearchConfig, description="Hybrid search")
+    documents: DocumentsConfig = Field(
+        default_factory=DocumentsConfig, description="Converting documents to text"
+    )
     daemon: DaemonConfig = Field(default_factory=DaemonConfig, description="The background daemon")
     mcp: McpConfig = Field(default_factory=McpConfig, description="The MCP server for AI clients")
 

@@ -102,3 +102,28 @@ def test_parser_and_report_format() -> None:
     r.skipped_files.append(("x.md", "binary", "file looks binary"))
     text = format_report(r)
     assert "skipped 1" in text and "binary" in text and "x.md" in text
+
+
+def test_convert_prints_markdown_caches_and_explains_what_it_cannot(
+        tmp_path: Path, ragd_home: Path) -> None:
+    from document_fixtures import docx_bytes
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "report.docx").write_bytes(docx_bytes())
+    env = {**os.environ, "RAGD_HOME": str(ragd_home), "HF_HUB_OFFLINE": "1",
+           "RAGD_DOCUMENTS_TIMEOUT_S": "60"}
+
+    def ragd(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([RAGD, *args], env=env, capture_output=True, text=True,
+                              timeout=120, check=False, cwd=tmp_path)
+
+    first = ragd("convert", "docs/report.docx")  # relative to the user's own folder
+    assert first.returncode == 0, first.stderr
+    assert "# Quarterly Report" in first.stdout and "4242" in first.stdout
+    again = json.loads(ragd("convert", "--json", str(tmp_path / "docs" / "report.docx")).stdout)
+    assert again["cached"] is True and again["source_type"] == "docx"
+    (tmp_path / "docs" / "broken.docx").write_bytes(b"PK\x03\x04 not really a zip")
+    bad = ragd("convert", "docs/broken.docx")
+    assert bad.returncode != 0 and "broken.docx" in bad.stderr and "Traceback" not in bad.stderr
+    folder = ragd("convert", "docs")
+    assert folder.returncode != 0 and "Traceback" not in folder.stderr

@@ -49,6 +49,16 @@ class ObsidianConfig(_Section):
     enabled: bool = Field(default=True, description="Index Obsidian vaults at all")
 
 
+class EmailConfig(_Section):
+    paths: list[str] = Field(
+        default_factory=list,
+        description="Mail folders and files to index as the email collection (Maildir, mbox, "
+        "Thunderbird folders, .eml); empty: no mail is indexed. `ragd doctor` lists the "
+        "Thunderbird folders it finds",
+    )
+    enabled: bool = Field(default=True, description="Index the mail in [email] paths at all")
+
+
 class IndexConfig(_Section):
     max_file_mb: float = Field(
         default=10.0, gt=0, description="Files larger than this (in MB) are skipped as too_large"
@@ -183,6 +193,7 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     obsidian: ObsidianConfig = Field(default_factory=ObsidianConfig, description="Obsidian vaults")
+    email: EmailConfig = Field(default_factory=EmailConfig, description="Mail folders")
     index: IndexConfig = Field(default_factory=IndexConfig, description="What gets indexed")
     embedding: EmbeddingConfig = Field(
         default_factory=EmbeddingConfig, description="The embedding model"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ def run_checks() -> list[dict[str, Any]]:
     except RagdError as exc:
         return checks + [_check("config", "fail", exc.message, exc.hint)]
     checks += _vault_checks(config, paths)
+    checks += _mail_checks(config)
     checks += _model_checks(config)
     checks += _index_checks(paths, config)
     return checks
@@ -66,6 +68,34 @@ def _vault_checks(config: Any, paths: Any) -> list[dict[str, Any]]:
             out.append(_check("vault", "fail", f"{root} does not exist",
                               "fix [obsidian] vaults in config.toml"))
     return out
+
+
+def _mail_checks(config: Any) -> list[dict[str, Any]]:
+    """Configured mail folders, or the Thunderbird folders found, offered (never indexed)."""
+    from daemon.mailfolders import discover_mail_folders
+
+    configured = [Path(p).expanduser() for p in config.email.paths]
+    if configured and config.email.enabled:
+        out = []
+        for path in configured:
+            if path.exists():
+                out.append(_check("email", "ok", str(path)))
+            else:
+                out.append(_check("email", "fail", f"{path} does not exist",
+                                  "fix [email] paths in config.toml"))
+        return out
+    found = discover_mail_folders(sys.platform, os.environ, Path.home())
+    if not found:
+        return [_check("email", "ok", "no mail configured ([email] paths is empty)")]
+    shown = ", ".join(f'"{p}"' for p in found[:5]) + (" …" if len(found) > 5 else "")
+    return [_check("email", "ok", f"not indexed; Thunderbird folders found: {shown}",
+                   f"to search them, add them to [email] paths in {config_hint()}")]
+
+
+def config_hint() -> str:
+    from daemon.paths import resolve_paths
+
+    return str(resolve_paths().config_file)
 
 
 def _model_checks(config: Any) -> list[dict[str, Any]]:

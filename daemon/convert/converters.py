@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import re
 import shutil
 import subprocess
 import zipfile
@@ -142,60 +141,6 @@ def convert_csv(data: bytes) -> Converted:
     return Converted("", md_table(rows) + "\n", {"rows": len(rows)})
 
 
-# LaTeX: the commands that carry structure or text; everything else is dropped or unwrapped.
-_TEX_COMMENT = re.compile(r"(?<!\\)%.*")
-_TEX_SECTION = re.compile(
-    r"\\(part|chapter|section|subsection|subsubsection|paragraph)\*?(?:\[[^\]]*\])?\{([^{}]*)\}")
-_TEX_LEVEL = {"part": 1, "chapter": 1, "section": 2, "subsection": 3, "subsubsection": 4,
-              "paragraph": 5}
-_TEX_META = re.compile(r"\\(title|author|date)\{([^{}]*)\}")
-_TEX_INLINE = re.compile(r"\\(?:textbf|textit|emph|texttt|underline|textsc|textrm|textsf|"
-                         r"mbox|text|url|footnote)\{([^{}]*)\}")
-_TEX_REF = re.compile(r"\\(?:cite|ref|eqref|pageref|autoref|cref)\{([^{}]*)\}")
-_TEX_DROP = re.compile(r"\\(?:label|index|includegraphics|bibliographystyle|bibliography|"
-                       r"usepackage|documentclass|newcommand|renewcommand)(?:\[[^\]]*\])?"
-                       r"\{[^{}]*\}")
-_TEX_TABULAR = re.compile(r"\\begin\{(tabular\*?|tabularx|longtable)\}(?:\{[^{}]*\})*"
-                          r"(.*?)\\end\{\1\}", re.DOTALL)
-_TEX_ENV = re.compile(r"\\(?:begin|end)\{[^{}]*\}(?:\[[^\]]*\])?")
-_TEX_ITEM = re.compile(r"^[ \t]*\\item(?:\[([^\]]*)\])?[ \t]*", re.MULTILINE)
-_TEX_BARE = re.compile(r"\\(?:maketitle|tableofcontents|newpage|clearpage|noindent|centering|"
-                       r"hline|toprule|midrule|bottomrule|medskip|bigskip|smallskip|par)\b")
-
-
-def convert_latex(data: bytes) -> Converted:
-    text = _TEX_COMMENT.sub("", decode(data))
-    meta = {k: " ".join(v.split()) for k, v in _TEX_META.findall(text)}
-    begin = text.find("\\begin{document}")
-    if begin >= 0:
-        text = text[begin + len("\\begin{document}"):]
-    text = text.replace("\\end{document}", "")
-    text = _TEX_TABULAR.sub(lambda m: "\n\n" + _tex_table(m.group(2)) + "\n\n", text)
-    text = _TEX_DROP.sub("", text)
-    for _ in range(4):  # nested \textbf{\emph{x}}
-        text = _TEX_INLINE.sub(r"\1", text)
-    text = _TEX_REF.sub(r"[\1]", text)
-    text = _TEX_ITEM.sub(lambda m: f"- {m.group(1) + ': ' if m.group(1) else ''}", text)
-    text = _TEX_ENV.sub("\n", _TEX_BARE.sub("", text))
-    text = text.replace("\\\\", "\n").replace("~", " ")
-    text = re.sub(r"\\([%&$#_{}])", r"\1", text)
-    lines = [ln.strip() for ln in plain_text(text).splitlines()]
-    body = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
-    # Section headings last, on lines of their own, after the plain-text escaping.
-    body = _TEX_SECTION.sub(lambda m: f"\n\n{'#' * _TEX_LEVEL[m.group(1)]} "
-                            f"{' '.join(m.group(2).split())}\n\n", body)
-    title = meta.get("title", "")
-    head = f"# {title}\n\n" if title else ""
-    metadata = {"authors": [meta["author"]]} if meta.get("author") else {}
-    return Converted(title, head + re.sub(r"\n{3,}", "\n\n", body).strip() + "\n", metadata)
-
-
-def _tex_table(body: str) -> str:
-    body = _TEX_BARE.sub("", body)
-    rows = [[c.strip() for c in row.split("&")] for row in body.split("\\\\")]
-    return md_table([r for r in rows if any(r)])
-
-
 # -- images ------------------------------------------------------------------------------------
 def tesseract() -> str | None:
     return shutil.which("tesseract")
@@ -241,7 +186,7 @@ _CONVERTERS: dict[str, Callable[[bytes], Converted]] = {
     "pptx": _lazy("daemon.convert.office", "convert_pptx", "PPTX"),
     "xlsx": _lazy("daemon.convert.office", "convert_xlsx", "XLSX"),
     "html": guarded("HTML", convert_html),
-    "latex": guarded("LaTeX", convert_latex),
+    "latex": _lazy("daemon.convert.latex", "convert_latex", "LaTeX"),
     "csv": guarded("CSV", convert_csv),
     "markdown": convert_markdown,
     "txt": convert_text,

@@ -1,28 +1,27 @@
-"""Markdown building blocks for the converters: tables, and HTML (or XHTML) to markdown.
+"""Markdown building blocks for the converters: tables, safe plain text, and HTML (or XHTML) to
+markdown or to text.
 
-Standard library only (``html.parser``): HTML pages and EPUB chapters share this converter, so
-neither needs a GPL (html2text) or a heavy dependency. It keeps what search and a reader need:
-headings, paragraphs, lists, quotes, code blocks and tables; it drops scripts, styles,
-navigation and inline formatting.
+HTML goes through html-to-markdown (MIT; a Rust parser and converter, no Python dependencies):
+HTML pages, EPUB chapters and HTML-only mail share it. Decision 0013 compares it with markdownify
+and inscriptis. Headings stay markdown headings (chunks are split at them); lists, quotes, code
+blocks and tables are kept; scripts, styles, forms and navigation are dropped; links and images
+become their text, and inline emphasis is dropped, so that heading paths and the indexed text
+carry words, not markup. Text that markdown would read as structure is escaped by the library.
+The library is imported on first use: only the conversion worker (and the mail source, for
+HTML-only bodies) loads it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from html.parser import HTMLParser
+from typing import Any, cast
 
 _WS = re.compile(r"\s+")
-
-_SKIP = frozenset({"script", "style", "head", "noscript", "template", "svg", "math", "nav",
-                   "object", "iframe", "select", "button"})
-_BLOCK = frozenset({"p", "div", "section", "article", "header", "footer", "main", "aside",
-                    "figure", "figcaption", "address", "dl", "dt", "dd", "center", "form",
-                    "fieldset", "details", "summary", "body", "html", "caption"})
-_HEADINGS = {f"h{n}": n for n in range(1, 7)}
-_VOID = frozenset({"br", "hr", "img", "meta", "link", "input", "col", "area", "base", "wbr",
-                   "source", "track", "embed", "param"})
 MAX_TABLE_CELL = 500  # characters kept of one table cell
+# Dropped with their content, on top of the library's own (script, style, head, forms, hidden).
+_DROPPED = ["nav", "noscript", "template", "svg", "math", "object", "iframe", "select",
+            "button"]
 
 
 def cell_text(value: object) -> str:
@@ -50,172 +49,75 @@ def join_blocks(blocks: Iterable[str]) -> str:
     return "\n\n".join(b.strip("\n") for b in blocks if b and b.strip()) + "\n"
 
 
-class _Html(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.blocks: list[str] = []
-        self.inline: list[str] = []
-        self.title = ""
+class _Words:
+    """html-to-markdown visitor: links, images and emphasis as their text; headings demoted by
+    ``shift`` levels; the first heading's text remembered (a title of last resort)."""
+
+    def __init__(self, shift: int) -> None:
+        self.shift = shift
         self.first_heading = ""
-        self.skip = 0  # depth inside skipped elements
-        self.in_title = False
-        self.pre: list[str] | None = None
-        self.lists: list[list[int | str]] = []  # [kind ("ul"/"ol"), counter]
-        self.quote = 0
-        self.heading = 0
-        self.tables: list[list[list[str]]] = []  # stack of tables (rows of cells)
-        self.cell: list[str] | None = None
 
-    # -- text ----------------------------------------------------------------------------
-    def handle_data(self, data: str) -> None:
-        if self.in_title:
-            self.title += data
-        if self.skip:
-            return
-        if self.pre is not None:
-            self.pre.append(data)
-        elif self.cell is not None:
-            self.cell.append(data)
-        else:
-            self.inline.append(data)
+    def visit_link(self, ctx: Any, href: str, text: str, title: str) -> dict[str, str]:
+        return {"type": "custom", "output": text}
 
-    def flush(self) -> None:
-        text = _WS.sub(" ", "".join(self.inline)).strip()
-        self.inline = []
-        if not text:
-            return
-        if self.heading:
-            if not self.first_heading:
-                self.first_heading = text
-            text = "#" * self.heading + " " + text
-        else:
-            text = plain_text(text)
-        if not self.heading and self.lists:
-            kind, n = self.lists[-1]
-            indent = "  " * (len(self.lists) - 1)
-            text = f"{indent}{n}. {text}" if kind == "ol" else f"{indent}- {text}"
-        if self.quote:
-            text = "\n".join("> " + line for line in text.split("\n"))
-        self.blocks.append(text)
+    def visit_image(self, ctx: Any, src: str, alt: str, title: str) -> dict[str, str]:
+        return {"type": "custom", "output": _WS.sub(" ", alt).strip()}
 
-    # -- tags ----------------------------------------------------------------------------
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "title":
-            self.in_title = True
-        if tag in _SKIP:
-            if tag not in _VOID:
-                self.skip += 1
-            return
-        if self.skip:
-            return
-        if tag == "br":
-            self.handle_data("\n" if self.pre is not None else " ")
-        elif tag == "img":
-            alt = dict(attrs).get("alt")
-            if alt and alt.strip():
-                self.handle_data(f" {alt.strip()} ")
-        elif tag == "table":
-            self.flush()
-            self.tables.append([])
-        elif tag == "tr" and self.tables:
-            self.tables[-1].append([])
-        elif tag in ("td", "th") and self.tables:
-            if not self.tables[-1]:
-                self.tables[-1].append([])
-            self.cell = []
-        elif tag == "pre":
-            self.flush()
-            self.pre = []
-        elif tag in _HEADINGS:
-            self.flush()
-            self.heading = _HEADINGS[tag]
-        elif tag in ("ul", "ol"):
-            self.flush()
-            self.lists.append([tag, 0])
-        elif tag == "li":
-            self.flush()
-            if self.lists and self.lists[-1][0] == "ol":
-                self.lists[-1][1] = int(self.lists[-1][1]) + 1
-        elif tag == "blockquote":
-            self.flush()
-            self.quote += 1
-        elif (tag in _BLOCK or tag == "hr") and self.cell is None:
-            self.flush()
+    def _text(self, ctx: Any, text: str) -> dict[str, str]:
+        return {"type": "custom", "output": text}
 
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "title":
-            self.in_title = False
-        if tag in _SKIP:
-            if tag not in _VOID:
-                self.skip = max(0, self.skip - 1)
-            return
-        if self.skip:
-            return
-        if tag in ("td", "th") and self.tables and self.cell is not None:
-            self.tables[-1][-1].append("".join(self.cell))
-            self.cell = None
-        elif tag == "table" and self.tables:
-            rows = self.tables.pop()
-            table = md_table(rows)
-            if self.tables:  # a table inside a cell: flattened into that cell's text
-                self.cell = (self.cell or []) + [" ".join(" ".join(r) for r in rows)]
-            elif table:
-                self.blocks.append(table)
-        elif tag == "pre" and self.pre is not None:
-            code = "".join(self.pre).strip("\n")
-            self.pre = None
-            if code.strip():
-                self.blocks.append(f"```\n{code}\n```")
-        elif tag in _HEADINGS:
-            self.flush()
-            self.heading = 0
-        elif tag in ("ul", "ol"):
-            self.flush()
-            if self.lists:
-                self.lists.pop()
-        elif tag == "li":
-            self.flush()
-        elif tag == "blockquote":
-            self.flush()
-            self.quote = max(0, self.quote - 1)
-        elif tag in _BLOCK and self.cell is None:
-            self.flush()
+    visit_strong = visit_emphasis = visit_underline = visit_strikethrough = _text
+    visit_mark = visit_subscript = visit_superscript = _text
 
-    def close(self) -> None:
-        super().close()
-        if self.cell is not None and self.tables:
-            self.tables[-1][-1].append("".join(self.cell))
-            self.cell = None
-        while self.tables:
-            table = md_table(self.tables.pop())
-            if table:
-                self.blocks.append(table)
-        if self.pre:
-            self.blocks.append("```\n" + "".join(self.pre).strip("\n") + "\n```")
-            self.pre = None
-        self.flush()
+    def visit_heading(self, ctx: Any, level: int, text: str, id: str) -> dict[str, str]:
+        text = _WS.sub(" ", text).strip()
+        if text and not self.first_heading:
+            self.first_heading = text
+        if not self.shift:
+            return {"type": "continue"}
+        return {"type": "custom", "output": "#" * min(6, level + self.shift) + " " + text}
 
 
 def html_to_markdown(html: str, *, shift: int = 0) -> tuple[str, str]:
     """(markdown, title) of an HTML or XHTML document. ``shift`` demotes every heading by that
     many levels (an EPUB chapter's headings go under the book). The title is the ``<title>``,
     else the first heading, else ""."""
-    parser = _Html()
-    parser.feed(html)
-    parser.close()
-    blocks = parser.blocks
-    if shift:
-        blocks = [_demote(b, shift) for b in blocks]
-    title = _WS.sub(" ", parser.title).strip() or parser.first_heading
-    return join_blocks(blocks), title
+    import html_to_markdown as h2m
+
+    words = _Words(shift)
+    options = h2m.ConversionOptions(extract_metadata=True, autolinks=False, compact_tables=True,
+                                    exclude_selectors=_DROPPED)
+    # The library calls only the visit_* methods a visitor defines; its Protocol lists all.
+    result = h2m.convert(html, options, visitor=cast(Any, words))
+    markdown = _without_front_matter(result.content or "")
+    document = result.metadata.document if result.metadata else None
+    title = _WS.sub(" ", (document.title if document else None) or "").strip()
+    markdown = "\n".join(line.rstrip() for line in markdown.splitlines())
+    return join_blocks([markdown]) if markdown.strip() else "", title or words.first_heading
 
 
-def _demote(block: str, shift: int) -> str:
-    if not block.startswith("#"):
-        return block
-    level = len(block) - len(block.lstrip("#"))
-    return "#" * min(6, level + shift) + block[level:]
+def _without_front_matter(markdown: str) -> str:
+    # The library writes the <head> metadata it extracts as YAML front matter; the title is
+    # taken from the result instead. Text of its own never starts with a bare "---" line (the
+    # library escapes it).
+    if markdown.startswith("---\n"):
+        end = markdown.find("\n---\n", 3)
+        if end >= 0:
+            return markdown[end + 5:]
+    return markdown
 
+
+def html_to_text(html: str) -> str:
+    """Plain readable text of an HTML document (an HTML-only mail body): paragraphs, list items
+    and table rows on lines of their own, no markup, scripts and styles dropped. It is text,
+    not markdown: pass it through :func:`plain_text` before embedding it in markdown."""
+    import html_to_markdown as h2m
+
+    options = h2m.ConversionOptions(extract_metadata=False, output_format="plain",
+                                    exclude_selectors=_DROPPED)
+    text = h2m.convert(html, options).content or ""
+    lines = [line.rstrip() for line in text.splitlines()]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n") + "\n" if any(lines) else ""
 
 # A line of extracted text that markdown would read as structure: a heading, a fence (code,
 # `$$` math, `%%` comment), an HTML block or a setext underline. Escaped, so that only the

@@ -8,7 +8,7 @@ from document_fixtures import CSV, GOOD, HTML, LATEX, broken, epub_bytes, pdf_by
 
 from daemon.convert.converters import Converted, ConvertSkip, convert
 from daemon.convert.formats import FORMATS, format_for, page_number
-from daemon.convert.markdown import html_to_markdown, md_table, plain_text
+from daemon.convert.markdown import html_to_markdown, html_to_text, md_table, plain_text
 from daemon.headings import find_headings
 from daemon.skips import SKIP_CODES
 
@@ -73,6 +73,26 @@ def test_html_drops_scripts_styles_and_navigation() -> None:
         assert hidden not in out.markdown
 
 
+def test_html_links_images_and_emphasis_become_their_text() -> None:
+    markdown, title = html_to_markdown(
+        '<h2><a href="#s1" title="Link here">1</a> Scope <em>and</em> aims</h2>'
+        '<p>See <a href="https://example.org/x">the guide</a> <img src="f.png" alt="Figure 2">'
+        '</p><p># not a heading</p><ol><li>one<ul><li>nested</li></ul></li></ol>', shift=1)
+    assert headings(markdown) == ["1 Scope and aims"] and title == "1 Scope and aims"
+    assert markdown.startswith("### 1 Scope and aims")
+    assert "See the guide Figure 2" in markdown and "https://" not in markdown
+    assert "1. one" in markdown and "   - nested" in markdown
+
+
+def test_html_to_text_reads_a_mail_body() -> None:
+    text = html_to_text('<html><head><style>p {color: red}</style></head><body><div>Hi '
+                        '<b>Bob</b>,<br>see <a href="https://x.org/a">the notes</a>.</div>'
+                        '<h1>Agenda</h1><ul><li>budget</li><li>hiring</li></ul>'
+                        '<script>var tracker = 1;</script></body></html>')
+    assert text == "Hi Bob,\nsee the notes.\n\nAgenda\n\n- budget\n- hiring\n"
+    assert html_to_text("<p> </p>") == ""
+
+
 def test_epub_chapters_in_spine_order() -> None:
     out = run("a.epub", epub_bytes())
     assert out.title == "The Lighthouse Keeper" and out.metadata["authors"] == ["Jo Writer"]
@@ -87,6 +107,20 @@ def test_latex_sections_lists_tables_and_no_comments() -> None:
     assert "Symmetry implies conservation laws." in out.markdown
     assert "- Invariance under rotation" in out.markdown and "| Energy | Time |" in out.markdown
     assert "comment" not in out.markdown and "\\" not in out.markdown
+
+
+def test_latex_nested_braces_accents_math_and_links() -> None:
+    tex = (r"\title{On \emph{Nested} {Braces}}\author{A. Writer \and B. Reader}"
+           "\n\\begin{document}\\maketitle\n"
+           r"\section[short]{The \textbf{bold \emph{nested}} case}\label{s}"
+           "\n"
+           r"Caf\'e costs 50\% off, math $\alpha$, \cite[p.~3]{knuth}, \href{http://x.org}{site}."
+           "\n# not a heading\n\\end{document}\n")
+    out = run("a.tex", tex.encode())
+    assert out.title == "On Nested Braces" and out.metadata == {"authors": ["A. Writer, B. Reader"]}
+    assert headings(out.markdown) == ["On Nested Braces", "The bold nested case"]
+    assert "Café costs 50% off, math α, [knuth], site." in out.markdown
+    assert "\\# not a heading" in out.markdown
 
 
 def test_csv_as_a_table() -> None:

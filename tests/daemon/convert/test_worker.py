@@ -42,7 +42,8 @@ def test_every_format_converts_in_one_worker(worker: ConversionWorker) -> None:
 def test_the_daemon_never_imports_a_converter_library() -> None:
     code = ("import sys, daemon.app, daemon.service, daemon.convert.documents, "
             "daemon.convert.process, daemon.handlers\n"
-            "heavy = {'pypdfium2', 'docx', 'pptx', 'openpyxl', 'lxml', 'PIL'}\n"
+            "heavy = {'pypdfium2', 'docx', 'pptx', 'openpyxl', 'lxml', 'PIL', "
+            "'html_to_markdown', 'pylatexenc'}\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[3])

@@ -137,37 +137,6 @@ def _open_app(args: argparse.Namespace, overrides: dict[str, Any] | None = None,
     return app
 
 
-class _Bar:
-    """A tqdm progress bar driven by indexer progress events (stderr, so JSON stays clean)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.bar: Any = None
-        self.collection = ""
-
-    def __call__(self, p: Any) -> None:
-        if not self.enabled or p.phase == "scan":
-            return
-        from tqdm import tqdm
-
-        if self.bar is None or self.collection != p.collection:
-            self.close()
-            self.collection = p.collection
-            self.bar = tqdm(total=p.total, desc=f"indexing {p.collection}", unit="file",
-                            file=sys.stderr, dynamic_ncols=True)
-        self.bar.total = p.total
-        self.bar.n = p.done
-        self.bar.set_postfix(embedded=p.chunks_embedded, refresh=False)
-        self.bar.refresh()
-        if p.phase == "done":
-            self.close()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
-
-
 def cmd_index(args: argparse.Namespace) -> int:
     if args.path:
         # At a terminal a relative path means the user's folder: resolve it here, where the
@@ -184,14 +153,18 @@ def cmd_index(args: argparse.Namespace) -> int:
 
         params = {"collection": args.collection, "path": args.path, "wait": True,
                   "rebuild": args.rebuild, "allow_large": args.allow_large}
-        result = remote_index(params, show_progress=not args.json and sys.stderr.isatty())
+        result = remote_index(params, show_progress=not args.json and sys.stderr.isatty()
+                              or os.environ.get("RAGD_PROGRESS") == "1")
         print(json.dumps(result, indent=2) if args.json else
               "\n".join(f"{k}: {v}" for k, v in result.items()))
         return 0
     overrides: dict[str, Any] = {}
     if args.path and not args.collection:
         overrides["obsidian.vaults"] = [args.path]
-    bar = _Bar(enabled=not args.json and sys.stderr.isatty() or os.environ.get("RAGD_PROGRESS") == "1")
+    from daemon.cli_progress import IndexBar
+
+    bar = IndexBar(enabled=not args.json and sys.stderr.isatty()
+                   or os.environ.get("RAGD_PROGRESS") == "1")
     with _open_app(args, overrides, on_progress=bar) as app:
         if args.rebuild:
             which = ["faiss", "whoosh"] if args.rebuild == "all" else [args.rebuild]
@@ -219,7 +192,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             print("The embedding model or chunker changed: every source is re-chunked and "
                   "re-embedded once (the old vectors are not mixed in).", file=sys.stderr)
         reports = app.sync_all(names)
-        bar.close()
+        bar.close(complete=True)
         consistency = app.consistency()
     if args.json:
         print(json.dumps({"reports": [r.as_dict() for r in reports],
@@ -296,6 +269,10 @@ def cmd_search(args: argparse.Namespace) -> int:
               else format_results(answer, args.explain))
         return 0
     with _open_app(args) as app:
+        if args.mode != "keyword":
+            # A search with no daemon pays for the model itself: say why it takes a while.
+            print("ragd: no daemon is running: loading the model in this process (`ragd start` "
+                  "keeps one loaded)...", file=sys.stderr, flush=True)
         answer = app.search_engine.search(build_request(app.search_engine,
                                                         **search_params(args)))
     print(json.dumps(answer, indent=2, ensure_ascii=False) if args.json
@@ -305,9 +282,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def format_results(answer: dict[str, Any], explain: bool = False) -> str:
     results = answer.get("results") or []
-    if not results:
-        return "no results"
-    out: list[str] = []
+    out: list[str] = [] if results else ["no results"]
     for n, r in enumerate(results, 1):
         meta = r.get("metadata", {})
         heading = " › ".join(meta.get("heading_path") or [])

@@ -10,10 +10,14 @@ import time
 from typing import Any
 
 from daemon.errors import DaemonUnavailable
+from daemon.ipc.client import Client
 from daemon.launch import connect, running_pid, spawn_daemon
 from daemon.paths import resolve_paths
 
 STOP_TIMEOUT_S = 60.0
+# A request sent to a starting daemon waits for the model (the daemon gives up after 180 s).
+STARTING_CALL_TIMEOUT_S = 240.0
+PHASE_WORDS = {"loading model": "loading the model", "opening index": "opening the index"}
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
@@ -25,7 +29,45 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     overrides = {"obsidian.vaults": [args.vault]} if getattr(args, "vault", None) else None
     config = load_config(paths, overrides)
     setup_logging(paths, stderr=sys.stderr.isatty() or bool(args.verbose), verbose=args.verbose)
-    return Daemon(paths, config).run()
+
+    def announce(info: dict[str, Any]) -> None:
+        print(ready_line(info), flush=True)
+
+    return Daemon(paths, config, on_ready=announce).run()
+
+
+def ready_line(info: dict[str, Any]) -> str:
+    """The one line the foreground daemon prints when start-up is over."""
+    stop = "stop it with Ctrl-C or `ragd stop`"
+    if info.get("fatal"):
+        return (f"ragd {info.get('version')} could not start ({info.get('phase')}): "
+                f"{info['fatal']}; it answers `ragd status` until stopped ({stop}); "
+                f"log: {info.get('log')}")
+    return (f"ragd {info.get('version')} ready in {info.get('seconds') or 0:.1f} s "
+            f"(pid {info.get('pid')}), answering on {info.get('socket')}; {stop}")
+
+
+def starting_notice(status: dict[str, Any]) -> str | None:
+    """The line a request prints while it waits for a starting daemon; None when the daemon
+    is not starting (the request does not wait)."""
+    if status.get("state") != "starting":
+        return None
+    phase = status.get("phase")
+    words = PHASE_WORDS.get(str(phase), str(phase)) if phase else "starting"
+    seconds = status.get("starting_s")
+    so_far = f", {seconds:.0f} s so far" if isinstance(seconds, int | float) else ""
+    return f"ragd: the daemon is starting ({words}{so_far})..."
+
+
+def call_when_ready(client: Client, method: str, params: dict[str, Any] | None = None,
+                    timeout: float | None = None) -> Any:
+    """``client.call``, saying so on stderr (one line) when the daemon is still starting and
+    the request will wait for it; a longer timeout then covers the model's loading."""
+    notice = starting_notice(client.call("status", {"brief": True}))
+    if notice is not None:
+        print(notice, file=sys.stderr, flush=True)
+        timeout = max(timeout or client.timeout, STARTING_CALL_TIMEOUT_S)
+    return client.call(method, params, timeout=timeout)
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -36,8 +78,11 @@ def cmd_start(args: argparse.Namespace) -> int:
         return 0
     with connect(paths, start=True) as client:
         info = client.server_info
+        notice = starting_notice(client.call("status", {"brief": True}))
     print(f"ragd {info.get('daemon_version', '')} started (pid {info.get('pid')}); "
           f"log: {paths.log_file}")
+    if notice is not None:
+        print(notice.replace("...", "; searches wait until it is ready"))
     return 0
 
 
@@ -79,6 +124,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def format_status(st: dict[str, Any]) -> str:
     idx = st.get("indexing") or {}
     lines = [f"ragd {st.get('version')} (pid {st.get('pid')}): {st.get('state')}"
+             + _phase_words(st)
              + (f", {idx.get('remaining', 0):,} sources remaining" if idx.get("active") else "")]
     cur = st.get("current")
     if cur and cur.get("total"):
@@ -101,6 +147,22 @@ def format_status(st: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _phase_words(st: dict[str, Any]) -> str:
+    """`starting (loading the model, 3 s so far)`, `indexing (catching up)`, `error (at
+    loading model)`: the start-up phase after the state, when there is one."""
+    phase = st.get("phase")
+    if not phase:
+        return ""
+    words = PHASE_WORDS.get(str(phase), str(phase))
+    if st.get("state") == "starting":
+        seconds = st.get("starting_s")
+        return f" ({words}" + (f", {seconds:.0f} s so far)" if isinstance(seconds, int | float)
+                               else ")")
+    if st.get("state") == "error":
+        return f" (while {words})"
+    return f" ({words})"
+
+
 def cmd_pause(args: argparse.Namespace) -> int:
     with connect() as client:
         client.call("pause")
@@ -117,18 +179,20 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def remote_search(params: dict[str, Any]) -> dict[str, Any]:
     with connect() as client:
-        result: dict[str, Any] = client.call("search", params)
+        result: dict[str, Any] = call_when_ready(client, "search", params)
     return result
 
 
 def remote_convert(file_path: str) -> dict[str, Any]:
     with connect(call_timeout=300.0) as client:
-        result: dict[str, Any] = client.call("convert", {"file_path": file_path})
+        result: dict[str, Any] = call_when_ready(client, "convert", {"file_path": file_path})
     return result
 
 
 def remote_index(params: dict[str, Any], show_progress: bool) -> Any:
     """Ask the daemon to index, drawing its live progress events as a progress bar."""
+    from daemon.cli_progress import IndexBar
+
     paths = resolve_paths()
     done = threading.Event()
     outcome: dict[str, Any] = {}
@@ -136,7 +200,7 @@ def remote_index(params: dict[str, Any], show_progress: bool) -> Any:
     def call() -> None:
         try:
             with connect(paths, call_timeout=24 * 3600.0) as client:
-                outcome["result"] = client.call("index", params)
+                outcome["result"] = call_when_ready(client, "index", params)
         except BaseException as exc:  # re-raised on the main thread
             outcome["error"] = exc
         finally:
@@ -144,39 +208,27 @@ def remote_index(params: dict[str, Any], show_progress: bool) -> Any:
 
     worker = threading.Thread(target=call, daemon=True)
     worker.start()
-    bars: list[Any] = []
+    bar = IndexBar(enabled=show_progress)
     if show_progress:
-        threading.Thread(target=_follow_progress, args=(paths, done, bars), daemon=True).start()
+        threading.Thread(target=_follow_progress, args=(paths, done, bar), daemon=True).start()
     done.wait()
-    for bar in bars:
-        bar.close()
+    bar.close(complete="error" not in outcome)
     if "error" in outcome:
         raise outcome["error"]
     return outcome["result"]
 
 
-def _follow_progress(paths: Any, done: threading.Event, bars: list[Any]) -> None:
-    from tqdm import tqdm
-
+def _follow_progress(paths: Any, done: threading.Event, bar: Any) -> None:
     try:
         with connect(paths) as events:
             for event in events.subscribe():
                 if done.is_set():
                     return
-                if event.get("phase") != "index" or not event.get("total"):
-                    continue
-                if not bars:
-                    bars.append(tqdm(total=event["total"], unit="file", file=sys.stderr,
-                                     desc=f"indexing {event['collection']}",
-                                     dynamic_ncols=True))
-                bar = bars[0]
-                bar.total = event["total"]
-                bar.n = event["done"]
-                bar.set_postfix(remaining=event.get("remaining", 0), refresh=False)
-                bar.refresh()
+                bar.event(event)
     except DaemonUnavailable:
         pass
 
 
-__all__ = ["cmd_daemon", "cmd_pause", "cmd_resume", "cmd_start", "cmd_status", "cmd_stop",
-           "remote_index", "remote_search", "spawn_daemon"]
+__all__ = ["call_when_ready", "cmd_daemon", "cmd_pause", "cmd_resume", "cmd_start",
+           "cmd_status", "cmd_stop", "ready_line", "remote_index", "remote_search",
+           "spawn_daemon", "starting_notice"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -30,7 +31,7 @@ def run_checks() -> list[dict[str, Any]]:
         return checks + [_check("config", "fail", exc.message, exc.hint)]
     checks += _vault_checks(config, paths)
     checks += _mail_checks(config)
-    checks += _model_checks(config)
+    checks += _model_checks(config, paths)
     checks += _index_checks(paths, config)
     return checks
 
@@ -98,19 +99,42 @@ def config_hint() -> str:
     return str(resolve_paths().config_file)
 
 
-def _model_checks(config: Any) -> list[dict[str, Any]]:
-    from daemon.embedding import SentenceTransformerEmbedder
+class _Warnings(logging.Handler):
+    """Collects the warnings a logger gives meanwhile (the embedder's fallback reason)."""
 
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def _model_checks(config: Any, paths: Any) -> list[dict[str, Any]]:
+    """Load the model as the daemon does (``make_embedder``: the configured backend, its
+    fallback included) and embed one text; name the backend that answered."""
+    from daemon.embedding import SENTENCE_TRANSFORMERS, make_embedder
+
+    model, configured = config.embedding.model, config.embedding.backend
+    caught = _Warnings()
+    logger = logging.getLogger("daemon.embedding")
+    logger.addHandler(caught)
     try:
-        emb = SentenceTransformerEmbedder(config.embedding.model,
-                                          threads=config.embedding.threads)
+        emb = make_embedder(config.embedding, paths.data_dir)
         vec = emb.embed(["ragd doctor"])
-        return [_check("model", "ok", f"{config.embedding.model}: {vec.shape[1]} dimensions, "
-                       f"{emb.max_tokens} tokens, {emb.threads} threads")]
     except Exception as exc:  # any failure to load is the finding itself
-        return [_check("model", "fail", f"{config.embedding.model}: {exc}",
+        return [_check("model", "fail", f"{model} on {configured}: {exc}",
                        "install ragd with `make setup`, or set [embedding] model to a local "
                        "sentence-transformers folder")]
+    finally:
+        logger.removeHandler(caught)
+    backend = str(getattr(emb, "backend", SENTENCE_TRANSFORMERS))
+    detail = (f"{model} on {backend}: {vec.shape[1]} dimensions, {emb.max_tokens} tokens, "
+              f"{getattr(emb, 'threads', '?')} threads")
+    if backend.split("/")[0] != configured:
+        why = caught.messages[-1] if caught.messages else f"see {paths.log_file}"
+        return [_check("model", "warn", f"{detail} (configured: {configured})", why)]
+    return [_check("model", "ok", detail)]
 
 
 def _index_checks(paths: Any, config: Any) -> list[dict[str, Any]]:

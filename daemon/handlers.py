@@ -24,6 +24,10 @@ INDEX_WAIT_S = 24 * 3600.0
 
 
 async def status(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    """The daemon's state; with brief=true only state, start-up phase and indexing, answered
+    without touching the catalog (what the CLI asks before a request that may wait)."""
+    if params.get("brief"):
+        return d.brief_status()
     return await asyncio.to_thread(d.status)
 
 

@@ -15,7 +15,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from daemon import __version__
@@ -32,6 +32,11 @@ from daemon.watch import Watcher
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 180.0  # how long a request waits for the model to load at start-up
+# What a starting daemon is doing (status `phase`): requests wait until these are over.
+LOADING_MODEL = "loading model"
+OPENING_INDEX = "opening index"
+# Once it answers: the first sweep, over what changed while the daemon was off.
+CATCHING_UP = "catching up"
 SAVE_INTERVAL_S = 30.0  # FAISS is persisted at most this often while indexing
 
 
@@ -73,7 +78,10 @@ def _brief(report: IndexReport) -> dict[str, Any]:
 
 
 class Daemon:
-    def __init__(self, paths: Paths, config: Config) -> None:
+    def __init__(self, paths: Paths, config: Config, *,
+                 on_ready: Callable[[dict[str, Any]], None] | None = None) -> None:
+        """``on_ready`` is called once, from the writer thread, when start-up is over (with
+        :meth:`ready_info`): the foreground CLI prints its "ready" line from it."""
         self.paths = paths
         self.config = config
         self.queue = JobQueue()
@@ -81,6 +89,12 @@ class Daemon:
         self.ready = threading.Event()
         self.fatal: str | None = None
         self.started_at = time.time()
+        self._started_mono = time.monotonic()
+        self.phase = LOADING_MODEL  # the start-up step under way (the failed one on error)
+        self.ready_s: float | None = None  # how long start-up took
+        self.address: str | None = None
+        self._on_ready = on_ready
+        self._catch_up: list[Job] = []
         self.progress: Progress | None = None
         self.recent_errors: list[dict[str, Any]] = []
         self.last_reports: dict[str, dict[str, Any]] = {}
@@ -110,7 +124,7 @@ class Daemon:
                 self._loop.add_signal_handler(sig, self.request_stop)
         self._server = IpcServer(self._dispatch, version=__version__,
                                  max_frame_bytes=int(self.config.daemon.max_frame_mb * 2**20))
-        address = await self._server.start(self.paths)
+        address = self.address = await self._server.start(self.paths)
         discovery.write_status(self.paths, pid=os.getpid(), socket=address,
                                version=__version__, protocol=PROTOCOL_VERSION,
                                started_at=self.started_at)
@@ -149,31 +163,16 @@ class Daemon:
 
     # -- the writer ---------------------------------------------------------------------------
     def _writer_main(self) -> None:
-        from daemon.app import App
-
         try:
-            self.app = App(self.paths, self.config, on_progress=self._on_progress,
-                           indexing=self.indexing, should_stop=self._should_stop)
-            self.app.embedder.warm_up()
-        except Exception as exc:
-            log.exception("could not open the index")
-            self.fatal = str(exc)
-            self.ready.set()
-            return
-        try:
-            self._watcher = Watcher(self.watch_roots, self.config.index.exclude, self.on_hints,
-                                    self.config.daemon.debounce_ms)
-            self._watcher.start()
-            self.enqueue_all(SWEEP)  # catch up with what changed while the daemon was off
-        except Exception as exc:
-            log.exception("could not start watching")
-            self.fatal = f"could not start watching: {exc}"
-            self.app.close()
-            return
+            started = self._start_up()
         finally:
             # Ready only now: a status taken before the catch-up is queued would say "idle",
             # and a client waiting for idle would search an index not yet built.
+            self.ready_s = round(time.monotonic() - self._started_mono, 2)
             self.ready.set()
+            self._announce()
+        if not started:
+            return
         last_save = time.monotonic()
         try:
             while not self._stop.is_set():
@@ -187,6 +186,62 @@ class Daemon:
                     last_save = time.monotonic()
         finally:
             self.app.close()
+
+    def _start_up(self) -> bool:
+        """Load the model, open the index, start watching and queue the catch-up sweep.
+
+        The model comes first: it is the slow part, and it is what a waiting request is told
+        about. False (with ``fatal`` set and ``phase`` left at the failed step) on failure.
+        """
+        from daemon.app import App
+        from daemon.embedding import make_embedder
+
+        try:
+            self._set_phase(LOADING_MODEL)
+            self.paths.ensure()
+            embedder = make_embedder(self.config.embedding, self.paths.data_dir)
+            warm_up = getattr(embedder, "warm_up", None)
+            if warm_up is not None:
+                warm_up()
+            self._set_phase(OPENING_INDEX)
+            self.app = App(self.paths, self.config, embedder=embedder,
+                           on_progress=self._on_progress, indexing=self.indexing,
+                           should_stop=self._should_stop)
+        except Exception as exc:
+            log.exception("could not start (%s)", self.phase)
+            self.fatal = str(exc)
+            return False
+        try:
+            self._watcher = Watcher(self.watch_roots, self.config.index.exclude, self.on_hints,
+                                    self.config.daemon.debounce_ms)
+            self._watcher.start()
+            # Catch up with what changed while the daemon was off.
+            self._catch_up = self.enqueue_all(SWEEP)
+        except Exception as exc:
+            log.exception("could not start watching")
+            self.fatal = f"could not start watching: {exc}"
+            self.app.close()
+            return False
+        return True
+
+    def _set_phase(self, phase: str) -> None:
+        self.phase = phase
+        log.info("start-up: %s (%.1f s so far)", phase, time.monotonic() - self._started_mono)
+
+    def ready_info(self) -> dict[str, Any]:
+        """What the "ready" line says: where to connect, and how start-up ended."""
+        return {"version": __version__, "pid": os.getpid(), "socket": self.address,
+                "seconds": self.ready_s, "fatal": self.fatal,
+                "phase": self.phase if self.fatal else None, "log": str(self.paths.log_file)}
+
+    def _announce(self) -> None:
+        if self.fatal is None:
+            log.info("start-up took %.1f s", self.ready_s or 0.0)
+        if self._on_ready is not None:
+            try:
+                self._on_ready(self.ready_info())
+            except Exception:  # a closed terminal must not stop the daemon
+                log.exception("could not announce readiness")
 
     def _should_stop(self) -> bool:
         return self._stop.is_set() or self.queue.paused or self.queue.preempted()
@@ -311,12 +366,31 @@ class Daemon:
             return "paused"
         return "indexing" if self.indexing()["active"] else "idle"
 
+    def startup(self) -> dict[str, Any]:
+        """The start-up fields of `status`: ``phase`` (what a ``starting`` daemon is doing, the
+        step that failed on ``error``, ``catching up`` during the first sweep, else None),
+        ``starting_s`` (seconds so far, while starting) and ``ready_s`` (once ready)."""
+        phase: str | None = None
+        starting_s = None
+        if not self.ready.is_set():
+            phase = self.phase
+            starting_s = round(time.monotonic() - self._started_mono, 1)
+        elif self.fatal:
+            phase = self.phase
+        elif any(not job.done.is_set() for job in self._catch_up):
+            phase = CATCHING_UP
+        return {"phase": phase, "starting_s": starting_s, "ready_s": self.ready_s}
+
     # -- requests -----------------------------------------------------------------------------
     async def _ready(self) -> Any:
         if not self.ready.is_set():
             await asyncio.to_thread(self.ready.wait, READY_TIMEOUT_S)
+        if not self.ready.is_set():
+            raise RagdError(f"the daemon is still starting ({self.phase}) after "
+                            f"{READY_TIMEOUT_S:.0f} s",
+                            f"see the log at {self.paths.log_file}")
         if self.fatal or self.app is None:
-            raise RagdError(f"the daemon could not open its index: {self.fatal}",
+            raise RagdError(f"the daemon could not start ({self.phase}): {self.fatal}",
                             f"see the log at {self.paths.log_file}; `ragd doctor` checks it")
         return self.app
 
@@ -331,6 +405,11 @@ class Daemon:
         self._subscribers.add(conn)
         conn.on_close.append(lambda *_: self._subscribers.discard(conn))
 
+    def brief_status(self) -> dict[str, Any]:
+        """`status` with ``brief``: what a client checks before a request (no catalog reads)."""
+        return {"state": self.state(), "version": __version__, "pid": os.getpid(),
+                "paused": self.queue.paused, "indexing": self.indexing(), **self.startup()}
+
     def status(self) -> dict[str, Any]:
         """Everything `ragd status` and the tray show."""
         out: dict[str, Any] = {
@@ -344,6 +423,7 @@ class Daemon:
             "watching": sorted(self._watcher.watching) if self._watcher else [],
             "fatal": self.fatal, "collections": [],
             "reembedding": bool(self.app is not None and self.app.reembed_needed),
+            **self.startup(),
         }
         p = self.progress
         if p is not None:

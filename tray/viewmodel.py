@@ -36,6 +36,8 @@ ACTIONS = (REINDEX, PAUSE, RESUME, OPEN_CONFIG, OPEN_LOG, AUTOSTART, START_DAEMO
            QUIT_AND_STOP)
 
 PHASES = {"scan": "scanning", "index": "indexing", "embed": "embedding", "done": "finishing"}
+STARTUP_PHASES = {"loading model": "loading the embedding model",
+                  "opening index": "opening the index"}
 
 
 @dataclass(frozen=True)
@@ -216,8 +218,12 @@ def _headline(source: Any, status: Mapping[str, Any] | None) -> tuple[str, str, 
         text = str(status.get("fatal") or "the daemon reported an error")
         return ("error", "Error", text, f"Error: {text}")
     if state == "starting":
-        return ("starting", "Starting", "loading the embedding model",
-                "Starting: loading the embedding model")
+        # The daemon names its start-up step (`phase`); older daemons do not.
+        detail = STARTUP_PHASES.get(str(status.get("phase")), "loading the embedding model")
+        seconds = status.get("starting_s")
+        line = f"Starting: {detail}" + (f" ({int(seconds)} s so far)"
+                                        if isinstance(seconds, int | float) else "")
+        return "starting", "Starting", detail, line
     if state == "paused" or status.get("paused"):
         detail = f"{_n(remaining)} remaining" if remaining else "nothing waiting"
         return "paused", "Paused", detail, f"Indexing paused ({detail})"

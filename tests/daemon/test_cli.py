@@ -53,6 +53,9 @@ def test_bad_input_is_indexed_or_skipped_with_a_code(tmp_path: Path) -> None:
     proc = _run(["index", str(vault), "--json"], home)
     assert proc.returncode == 0, proc.stderr
     out: dict[str, Any] = json.loads(proc.stdout)
+    # RAGD_PROGRESS=1 draws the bar on stderr: in chunks embedded, ending full.
+    assert "indexing obsidian" in proc.stderr and "chunk" in proc.stderr
+    assert "100%" in proc.stderr, proc.stderr
     report = out["reports"][0]
     skipped = {f["path"]: f["code"] for f in report["skipped_files"]}
     assert skipped == {"Binary.md": "binary", "Huge.md": "too_large", "Loop.md": "symlink_loop",

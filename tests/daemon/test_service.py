@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 import random
 import socket
+import sqlite3
 import stat
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -42,6 +45,55 @@ def found(d: DaemonProc, query: str, **params: Any) -> list[str]:
     answer = d.call("search", {"query": query, "mode": "keyword", **params})
     assert answer["indexing"] is None or set(answer["indexing"]) == {"active", "remaining"}
     return [r["source_path"] for r in answer["results"]]
+
+
+def test_start_up_says_what_it_is_doing_and_announces_itself_once(
+        ragd_home: Path, vault: Path, tmp_path: Path) -> None:
+    # Holding the catalog's write lock keeps the daemon at "opening index" until released
+    # (it waits up to 30 s for SQLite's lock), so the test sees a request wait, deterministically.
+    catalog = ragd_home / "data" / "catalog.sqlite"
+    catalog.parent.mkdir(parents=True)
+    lock = sqlite3.connect(str(catalog), isolation_level=None)
+    lock.execute("PRAGMA journal_mode=WAL")
+    lock.execute("BEGIN EXCLUSIVE")
+    log = tmp_path / "daemon.log"
+    env = {**os.environ, "RAGD_HOME": str(ragd_home), "HF_HUB_OFFLINE": "1"}
+    ragd = str(Path(sys.executable).with_name("ragd"))
+    d = DaemonProc(ragd_home, vault, log).start()
+    try:
+        first = d.call("status")
+        assert first["state"] == "starting"
+        assert first["phase"] in ("loading model", "opening index")
+        st = wait_for(lambda: (s := d.call("status", {"brief": True}))["phase"]
+                      == "opening index" and s, 60, "the daemon to open its index")
+        assert st["state"] == "starting" and st["starting_s"] > 0 and st["ready_s"] is None
+
+        waiting = subprocess.Popen([ragd, "search", "telescope", "--mode", "keyword"], env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert waiting.stderr is not None
+        notice = waiting.stderr.readline()  # printed before the search waits
+        assert notice.startswith("ragd: the daemon is starting (opening the index, "), notice
+        lock.execute("COMMIT")
+        out, err = waiting.communicate(timeout=120)
+        assert waiting.returncode == 0, err
+        assert err == ""  # one notice line, nothing more
+        # Answered at once from what is indexed so far (nothing yet), and said to be partial.
+        assert "results may be partial" in out, out
+
+        d.wait_idle()
+        st = d.call("status")
+        assert st["phase"] is None and st["starting_s"] is None and st["ready_s"] > 0
+        ready = subprocess.run([ragd, "search", "telescope", "--mode", "keyword"], env=env,
+                               capture_output=True, text=True, timeout=120, check=False)
+        assert ready.returncode == 0 and ready.stderr == ""  # no wait, no notice
+    finally:
+        lock.close()
+        d.stop()
+    lines = log.read_text(encoding="utf-8").splitlines()
+    announced = [line for line in lines if "ready in" in line]
+    assert len(announced) == 1, lines
+    assert str(resolve_paths().socket_path) in announced[0]
+    assert "Ctrl-C" in announced[0] and "`ragd stop`" in announced[0]
 
 
 def test_saves_deletes_and_renames_are_searchable_within_two_seconds(

@@ -161,6 +161,10 @@ def test_starting_daemon_and_loading_model() -> None:
     assert loading.state == "starting"
     assert loading.title == "ragd: Starting: loading the embedding model"
     assert not entry(loading, "Reindex now").enabled
+    opening = build_view(status(state="starting", phase="opening index", starting_s=4.7,
+                                collections=[]), OFF, now=NOW)
+    assert opening.title == "ragd: Starting: opening the index"
+    assert opening.status_line == "Starting: opening the index (4 s so far)"
 
 
 def test_another_error_while_asking() -> None:

@@ -45,6 +45,17 @@ def machine() -> dict[str, Any]:
             "platform": platform.platform(), "date": time.strftime("%Y-%m-%d %H:%M")}
 
 
+def rss_mb(field: str = "VmRSS", pid: int | str = "self") -> float:
+    """A process's resident memory (``VmRSS``) or its peak (``VmHWM``) in MB; NaN off Linux."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
 def table(title: str, rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
     cells = [[str(c) for c in header]] + [[_fmt(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]

@@ -27,7 +27,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import bar_plots, corpus, median, table, write_json
+from bench.common import bar_plots, corpus, median, rss_mb, table, write_json
 
 BACKENDS = ("sentence-transformers", "onnx", "onnx-int8")
 LABELS = {"sentence-transformers": "torch fp32", "onnx": "ONNX fp32", "onnx-int8": "ONNX int8"}
@@ -48,17 +48,6 @@ def chunk_texts(vault: Path, n: int) -> list[str]:
         texts += [c.embed_text for c in chunk_markdown(note.stem, body, count_tokens=count,
                                                        max_tokens=256)]
     return texts[:: max(1, len(texts) // n)][:n]
-
-
-def rss_mb(field: str = "VmRSS") -> float:
-    """This process's resident memory (or VmHWM, its peak) in MB; NaN off Linux."""
-    try:
-        for line in Path("/proc/self/status").read_text(encoding="utf-8").splitlines():
-            if line.startswith(f"{field}:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
 
 
 # -- worker -------------------------------------------------------------------------------------

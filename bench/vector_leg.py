@@ -31,20 +31,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import corpus, pct, table, write_json  # noqa: E402
+from bench.common import corpus, pct, rss_mb, table, write_json  # noqa: E402
 
 SIZES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
 NOISE = 0.05
-
-
-def rss_mb() -> float:
-    try:
-        for line in Path("/proc/self/status").read_text(encoding="utf-8").splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
 
 
 def real_vectors(quality_home: Path) -> np.ndarray:

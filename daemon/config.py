@@ -97,7 +97,7 @@ class EmbeddingConfig(_Section):
         default="cpu", min_length=1, description='Torch device, e.g. "cpu", "cuda", "mps"'
     )
     backend: Literal["sentence-transformers", "onnx", "onnx-int8"] = Field(
-        default="sentence-transformers",
+        default="onnx-int8",
         description='What runs the model: "sentence-transformers" (torch), "onnx" (ONNX '
         'Runtime, fp32, no torch at run time) or "onnx-int8" (ONNX Runtime with int8 matrix '
         "multiplies: faster, vectors within ~0.99 cosine of fp32). The ONNX graph is exported "

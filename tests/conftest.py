@@ -12,9 +12,19 @@ REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("RAGD_CORPUS", REPO.parent / "shared" / "corpus"))
 
 
+@pytest.fixture(scope="session")
+def shared_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One models/ folder for every test's data folder: the ONNX graph is exported (in a
+    child process) by the first test that needs it, and reused by all the others."""
+    return tmp_path_factory.mktemp("models")
+
+
 @pytest.fixture(autouse=True)
-def ragd_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def ragd_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+              shared_models: Path) -> Path:
     home = tmp_path_factory.mktemp("ragd-home")
+    (home / "data").mkdir(mode=0o700)
+    (home / "data" / "models").symlink_to(shared_models, target_is_directory=True)
     monkeypatch.setenv("RAGD_HOME", str(home))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     for key in list(os.environ):

@@ -44,9 +44,18 @@ class _DocumentsMixin:
     """Documents (PDF, DOCX, EPUB, ...) beside the notes, read through the doc store when the
     kind has one (``daemon.convert``); without one, only notes are listed."""
 
-    docs: Documents | None
-    root: Path | None
     note_suffixes: tuple[str, ...]
+
+    def __init__(self, exclude: Sequence[str], docs: Documents | None = None,
+                 root: Path | None = None) -> None:
+        self.exclude = tuple(exclude)
+        self.docs = docs
+        self.root = root
+
+    def walk(self, root: Path, *, should_stop: Callable[[], bool] | None = None,
+             max_entries: int | None = None) -> WalkResult:
+        return walk_vault(root, exclude=self.exclude, suffixes=self.suffixes,
+                          should_stop=should_stop, max_entries=max_entries)
 
     @property
     def suffixes(self) -> tuple[str, ...]:
@@ -72,17 +81,6 @@ class VaultKind(_DocumentsMixin):
     kind = "vault"
     note_suffixes = (".md",)
 
-    def __init__(self, exclude: Sequence[str], docs: Documents | None = None,
-                 root: Path | None = None) -> None:
-        self.exclude = tuple(exclude)
-        self.docs = docs
-        self.root = root
-
-    def walk(self, root: Path, *, should_stop: Callable[[], bool] | None = None,
-             max_entries: int | None = None) -> WalkResult:
-        return walk_vault(root, exclude=self.exclude, suffixes=self.suffixes,
-                          should_stop=should_stop, max_entries=max_entries)
-
     def parse(self, rel: str, data: bytes) -> Document | Skip:
         if self.is_document(rel):
             return self.parse_document(rel, data)
@@ -97,17 +95,6 @@ class FolderKind(_DocumentsMixin):
 
     kind = "folder"
     note_suffixes = (".md", ".markdown", ".txt")
-
-    def __init__(self, exclude: Sequence[str], docs: Documents | None = None,
-                 root: Path | None = None) -> None:
-        self.exclude = tuple(exclude)
-        self.docs = docs
-        self.root = root
-
-    def walk(self, root: Path, *, should_stop: Callable[[], bool] | None = None,
-             max_entries: int | None = None) -> WalkResult:
-        return walk_vault(root, exclude=self.exclude, suffixes=self.suffixes,
-                          should_stop=should_stop, max_entries=max_entries)
 
     def parse(self, rel: str, data: bytes) -> Document | Skip:
         if self.is_document(rel):

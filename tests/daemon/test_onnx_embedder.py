@@ -151,9 +151,12 @@ def test_a_failed_export_is_remembered_not_retried(tmp_path: Path,
     assert "boom" in caplog.text and "delete" in caplog.text
 
 
-def test_sentence_transformers_stays_the_default_backend() -> None:
-    emb = make_embedder(EmbeddingConfig(), Path("/nonexistent"))
-    assert isinstance(emb, SentenceTransformerEmbedder)
+@pytest.mark.slow
+def test_onnx_int8_is_the_default_backend(exported: Path, tmp_path: Path) -> None:
+    assert EmbeddingConfig().backend == "onnx-int8"
+    link_graph(exported, tmp_path)
+    emb = make_embedder(EmbeddingConfig(), tmp_path)
+    assert isinstance(emb, OnnxEmbedder) and emb.variant == ONNX_INT8
 
 
 # -- against the reference model --------------------------------------------------------------

@@ -52,7 +52,7 @@ def test_start_up_says_what_it_is_doing_and_announces_itself_once(
     # Holding the catalog's write lock keeps the daemon at "opening index" until released
     # (it waits up to 30 s for SQLite's lock), so the test sees a request wait, deterministically.
     catalog = ragd_home / "data" / "catalog.sqlite"
-    catalog.parent.mkdir(parents=True)
+    catalog.parent.mkdir(parents=True, exist_ok=True)
     lock = sqlite3.connect(str(catalog), isolation_level=None)
     lock.execute("PRAGMA journal_mode=WAL")
     lock.execute("BEGIN EXCLUSIVE")

@@ -50,6 +50,23 @@ def wait_built(store: FaissStore) -> None:
     assert store.kind == "ivf"
 
 
+def build_held_at_its_first_copy(store: FaissStore, monkeypatch: pytest.MonkeyPatch
+                                 ) -> tuple[threading.Thread, threading.Event]:
+    """Start a build that waits, at its first copy, until the returned event is set."""
+    entered, release = threading.Event(), threading.Event()
+    original = store._copy
+
+    def held_copy(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        entered.set()
+        release.wait(30)
+        return original(ids)
+
+    monkeypatch.setattr(store, "_copy", held_copy)
+    build = store.start_build()
+    assert entered.wait(30)
+    return build, release
+
+
 def test_below_the_threshold_the_index_stays_exact(tmp_path: Path) -> None:
     store, _ = filled(tmp_path, 500, approx_from=1000)
     assert store.kind == "flat" and not store.building
@@ -92,17 +109,7 @@ def test_deletes_and_updates_reach_the_approximate_index(tmp_path: Path) -> None
 def test_ops_applied_during_a_build_are_replayed_before_the_swap(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store, x = filled(tmp_path, 1500, approx_from=0)
-    entered, release = threading.Event(), threading.Event()
-    original = store._copy
-
-    def slow_copy(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        entered.set()
-        release.wait(30)
-        return original(ids)
-
-    monkeypatch.setattr(store, "_copy", slow_copy)
-    build = store.start_build()
-    assert entered.wait(30)
+    build, release = build_held_at_its_first_copy(store, monkeypatch)
     store.apply([], [1, 2], 2, {})  # while the build copies
     new = clustered(1, seed=9)[0]
     store.apply(rows([5000]), [], 3, {5000: new})
@@ -127,17 +134,7 @@ def test_the_approximate_index_is_saved_and_loaded(tmp_path: Path) -> None:
 def test_a_reset_during_a_build_discards_the_build(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store, _ = filled(tmp_path, 1500, approx_from=0)
-    entered, release = threading.Event(), threading.Event()
-    original = store._copy
-
-    def slow_copy(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        entered.set()
-        release.wait(30)
-        return original(ids)
-
-    monkeypatch.setattr(store, "_copy", slow_copy)
-    build = store.start_build()
-    assert entered.wait(30)
+    build, release = build_held_at_its_first_copy(store, monkeypatch)
     store.reset("fp2")
     release.set()
     build.join(60)

@@ -212,15 +212,19 @@ def tray_rows(d: dict[str, Any]) -> list[Row]:
 
 
 def tune_rows(d: dict[str, Any]) -> list[Row]:
+    """bench/tune_fusion.py: each held-out setting on every set, the grid's spread, the verdict."""
     rows: list[Row] = []
     for h in d.get("held_out") or []:
-        name = f"rrf_k={h.get('rrf_k')}, keyword_weight={h.get('keyword_weight')}"
-        rows.append((f"{name}: SciFact test nDCG@10 / known-item MRR@10",
-                     joined([dig(h, "test", "ndcg@10"), h.get("known_items_mrr@10")], ".3f")))
-    grid = [g.get("train_ndcg@10") for g in d.get("grid") or []]
+        setting = h.get("setting")
+        name = (f"z-score weights (semantic, note, keyword) = {tuple(setting)}"
+                if isinstance(setting, list) else str(setting))
+        sets = [k for k in h if k != "setting"]
+        rows.append((f"{name}: " + " / ".join(sets),
+                     joined([h.get(k) for k in sets], ".3f")))
+    grid = [g.get("criterion") for g in d.get("grid") or []]
     if grid and all(isinstance(v, int | float) for v in grid):
-        rows.append(("train nDCG@10 over the grid: min / max", joined([min(grid), max(grid)],
-                                                                        ".3f")))
+        rows.append(("criterion over the grid (worst margin over the best leg): min / max",
+                     joined([min(grid), max(grid)], "+.3f")))
     rows.append(("verdict", str(d.get("verdict", "-"))))
     return rows
 

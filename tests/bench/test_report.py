@@ -183,3 +183,19 @@ def test_figure_without_any_results_still_draws(paths: dict[str, Path]) -> None:
     pytest.importorskip("matplotlib")
     assert report.figure([], paths["figure"]) == paths["figure"]
     assert paths["figure"].read_bytes().startswith(PNG_SIGNATURE)
+
+
+def test_tune_rows_read_what_tune_fusion_writes() -> None:
+    rows = report.tune_rows({
+        "held_out": [{"setting": "rrf (k=60, equal weights)", "SciFact test": 0.685,
+                      "known items kepano-obsidian": 0.79},
+                     {"setting": [0.4, 0.3, 0.3], "SciFact test": 0.7,
+                      "known items kepano-obsidian": 0.851}],
+        "grid": [{"weights": [0.7, 0.1, 0.2], "criterion": 0.017},
+                 {"weights": [0.4, 0.3, 0.3], "criterion": 0.029}],
+        "verdict": "keep the defaults"})
+    assert rows[0] == ("rrf (k=60, equal weights): SciFact test / known items kepano-obsidian",
+                       "0.685 / 0.790")
+    assert rows[1][0].startswith("z-score weights (semantic, note, keyword) = (0.4, 0.3, 0.3)")
+    assert rows[1][1] == "0.700 / 0.851"
+    assert rows[2][1] == "+0.017 / +0.029" and rows[3] == ("verdict", "keep the defaults")

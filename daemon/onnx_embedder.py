@@ -308,8 +308,12 @@ class OnnxEmbedder:
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        # Spinning pool threads burn a core between batches; an idle daemon must stay idle.
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # Pool threads spin between the operators of a run: 1.3x the chunks/s of sleeping
+        # ones when indexing (124 against 93 here). They stop spinning soon after the work
+        # does: measured, 0.002 s of CPU over 5 idle seconds either way. A one-thread session
+        # (queries) has no pool.
+        opts.add_session_config_entry("session.intra_op.allow_spinning",
+                                      "1" if threads > 1 else "0")
         # A memory pattern is planned and kept per input shape, and every text length is a
         # new shape: without this the resident memory grows with each length seen.
         opts.enable_mem_pattern = False

@@ -565,6 +565,22 @@ class Catalog:
             ).fetchall()
         return [r[0] for r in rows]
 
+    def chunks_matching(self, ids: Sequence[int], where: str, args: Sequence[Any]) -> set[int]:
+        """Those of ``ids`` whose chunk matches the SQL condition (see ``filter_chunk_ids``):
+        a check of a few hundred candidates, where listing every match could take seconds."""
+        out: set[int] = set()
+        with self._lock:
+            for start in range(0, len(ids), 900):  # under SQLite's variable limit
+                part = list(ids[start:start + 900])
+                rows = self._db.execute(
+                    "SELECT ch.id FROM chunks ch JOIN sources s ON s.id=ch.source_id"
+                    " JOIN collections c ON c.id=s.collection_id"
+                    f" WHERE ch.id IN ({','.join('?' * len(part))}) AND ({where})",
+                    (*part, *args),
+                ).fetchall()
+                out.update(r[0] for r in rows)
+        return out
+
     def titles_equal(self, query: str, collection_names: Sequence[str] | None) -> list[int]:
         """Ids of the first chunk of each source whose title or alias equals the query."""
         q = query.strip().lower()

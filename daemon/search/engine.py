@@ -33,6 +33,9 @@ from daemon.stores.vectors import FaissStore
 
 log = logging.getLogger(__name__)
 
+# Unfiltered neighbours checked against a filter before its full id list is built.
+FILTER_OVERFETCH = 200
+
 _QUOTED = re.compile(r'"([^"]+)"')
 
 
@@ -126,13 +129,27 @@ class SearchEngine:
         return [cid for cid, _ in self.keyword_hits(query, k, filters)]
 
     def semantic_hits(self, query: str, k: int, filters: Filters) -> list[tuple[int, float]]:
-        """(chunk id, cosine similarity to the query), best first."""
-        allowed = None
-        if filters.active:
-            where, args = to_sql(filters)
-            allowed = self.catalog.filter_chunk_ids(where, args)
+        """(chunk id, cosine similarity to the query), best first.
+
+        A filter is applied to the unfiltered neighbours first: if at least ``k`` of the best
+        ``FILTER_OVERFETCH`` match, they are the answer (the first k matching ones in score
+        order are the filtered top k), at the cost of one small SQL check. Only a narrow
+        filter, where too few survive, lists every matching chunk for FAISS's id selector: a
+        broad filter (a collection holding most of a large index) never builds a list of a
+        million ids per query.
+        """
         vec = self.embedder.embed_query(query)
-        return self.faiss.search(vec, k, allowed)
+        if not filters.active:
+            return self.faiss.search(vec, k, None)
+        where, args = to_sql(filters)
+        size = self.faiss.size
+        fetch = min(size, max(k * 4, FILTER_OVERFETCH))
+        hits = self.faiss.search(vec, fetch, None)
+        keep = self.catalog.chunks_matching([i for i, _ in hits], where, args)
+        matched = [(i, score) for i, score in hits if i in keep]
+        if len(matched) >= k or fetch >= size:
+            return matched[:k]
+        return self.faiss.search(vec, k, self.catalog.filter_chunk_ids(where, args))
 
     def semantic_leg(self, query: str, k: int, filters: Filters) -> list[int]:
         return [cid for cid, _ in self.semantic_hits(query, k, filters)]
@@ -142,7 +159,7 @@ class SearchEngine:
         ids = self.catalog.titles_equal(query, filters.collections)
         if ids and filters.active:
             where, args = to_sql(filters)
-            allowed = set(self.catalog.filter_chunk_ids(where, args))
+            allowed = self.catalog.chunks_matching(ids, where, args)
             ids = [i for i in ids if i in allowed]
         return ids
 

@@ -180,3 +180,26 @@ def test_changed_model_means_full_visible_reembed(vault: Path, real_embedder: An
     assert any("fingerprint changed" in r.getMessage() for r in caplog.records)
     with App(paths, config, embedder=other) as c:  # and only once
         assert not c.reembed_needed and c.sync_all()[0].embedded == 0
+
+
+@pytest.mark.parametrize("overfetch", [200, 2])
+def test_filtered_semantic_search_equals_the_id_selector_path(
+        app: App, overfetch: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A filter checked on the unfiltered neighbours (broad) or listed for FAISS's selector
+    (narrow, or too few survive) gives the same top k as the selector alone."""
+    import daemon.search.engine as engine_module
+    from daemon.search.filters import to_sql
+
+    monkeypatch.setattr(engine_module, "FILTER_OVERFETCH", overfetch)
+    app.sync_all()
+    engine = app.search_engine
+    filters = [Filters(collections=("obsidian",)), Filters(folder="Travel"),
+               Filters(tags=("garden",)), Filters(date_from=20240101),
+               Filters(collections=("obsidian",), folder="Baking")]
+    for f in filters:
+        for query, k in (("how to look after sourdough starter", 3), ("packing a bag", 1)):
+            vec = engine.embedder.embed_query(query)
+            where, args = to_sql(f)
+            want = app.faiss.search(vec, k, app.catalog.filter_chunk_ids(where, args))
+            got = engine.semantic_hits(query, k, f)
+            assert [i for i, _ in got] == [i for i, _ in want], (f, query)

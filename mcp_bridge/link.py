@@ -67,6 +67,7 @@ class DaemonLink:
         self._closing = False
         self._finished = 0  # start attempts finished, to share one failure with waiting calls
         self._failure: DaemonUnavailable | None = None
+        self.seen_ready = False  # a status said the daemon was past start-up at least once
 
     @property
     def paths(self) -> Paths:

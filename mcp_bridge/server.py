@@ -147,11 +147,41 @@ def build_server(specs: Sequence[ToolSpec], link: DaemonLink,
             return _error(f"Unknown tool {name!r}. What to do: use one of "
                           f"{', '.join(by_name) or 'none (no toolset is enabled)'}.")
         token = _progress_token(server)
+        await _say_if_starting(server, link, token)
         if token is None or spec.method != "index":
             return await run_tool(spec, arguments, link)
         return await _with_progress(server, spec, arguments, link, token)
 
     return server
+
+
+async def _say_if_starting(server: Server[Any, Any], link: DaemonLink,
+                           token: str | int | None) -> None:
+    """Before a call that would wait on a starting daemon, tell the client why (an MCP log
+    message, and a progress message when the client asked for progress). Checked until the
+    daemon has once been seen ready, so a warm bridge adds no round trip."""
+    if link.seen_ready:
+        return
+    try:
+        status = await anyio.to_thread.run_sync(
+            functools.partial(link.call, "status", {"brief": True}, STATUS_TIMEOUT_S),
+            abandon_on_cancel=True)
+    except Exception as exc:  # the call itself reports what is wrong
+        log.debug("no start-up status: %s", exc)
+        return
+    if not isinstance(status, dict) or status.get("state") != "starting":
+        link.seen_ready = True
+        return
+    message = (f"ragd is starting ({status.get('phase') or 'loading'}, "
+               f"{float(status.get('starting_s') or 0):.0f} s so far): this call waits until "
+               "it is ready")
+    session = server.request_context.session
+    try:
+        await session.send_log_message(level="info", data=message, logger="ragd")
+        if token is not None:
+            await session.send_progress_notification(token, 0.0, None, message)
+    except Exception as exc:  # a client that hung up: the call fails on its own
+        log.debug("could not tell the client: %s", exc)
 
 
 async def run_tool(spec: ToolSpec, arguments: dict[str, Any],
@@ -174,6 +204,9 @@ async def run_tool(spec: ToolSpec, arguments: dict[str, Any],
                       "it with the ragd-mcp log (the client's MCP server log) and that reference.")
     return types.CallToolResult(content=[types.TextContent(type="text", text=as_text(value))],
                                 structuredContent=spec.structured(value), isError=False)
+
+
+STATUS_TIMEOUT_S = 5.0  # the start-up check before a call; the call has its own timeout
 
 
 # -- progress of rag_index ----------------------------------------------------------------------

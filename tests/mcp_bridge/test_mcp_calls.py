@@ -44,6 +44,7 @@ class FakeLink:
         self.answers = answers
         self.calls: list[tuple[str, dict[str, Any], float]] = []
         self.address = None
+        self.seen_ready = True  # a daemon past start-up: no status check before each call
 
     def call(self, method: str, params: dict[str, Any], timeout: float) -> Any:
         self.calls.append((method, params, timeout))

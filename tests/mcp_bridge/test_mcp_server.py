@@ -543,3 +543,49 @@ def test_rag_index_refuses_the_root_home_relative_and_system_folders(
         assert result.isError, args
         assert words in text(result) and "Fix:" in text(result), text(result)
     assert not {"everything", "home", "rel", "etc", "system"} & {c["name"] for c in listed}
+
+
+def test_a_call_that_waits_on_a_starting_daemon_tells_the_client_why(
+        ragd_home: Path, errlog: TextIO, tmp_path: Path) -> None:
+    """The catalog's write lock holds the daemon the bridge starts at "opening index"; the
+    first rag_search must say, as an MCP log message, that it waits for start-up."""
+    import sqlite3
+
+    vault = write_vault(tmp_path / "vault")
+    catalog = ragd_home / "data" / "catalog.sqlite"
+    catalog.parent.mkdir(parents=True, exist_ok=True)
+    lock = sqlite3.connect(str(catalog), isolation_level=None)
+    lock.execute("PRAGMA journal_mode=WAL")
+    lock.execute("BEGIN EXCLUSIVE")
+    messages: list[str] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        messages.append(str(params.data))
+
+    async def release_when_told() -> None:
+        with anyio.fail_after(60):
+            while not messages:
+                await anyio.sleep(0.05)
+        lock.execute("ROLLBACK")
+        lock.close()
+
+    async def run() -> tuple[types.CallToolResult, types.CallToolResult]:
+        params = StdioServerParameters(command=str(BRIDGE), env=bridge_env(
+            ragd_home, RAGD_OBSIDIAN_VAULTS=str(vault)))
+        async with stdio_client(params, errlog=errlog) as (read, write), \
+                ClientSession(read, write, logging_callback=on_log) as session:
+            await session.initialize()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(release_when_told)
+                first = await session.call_tool("rag_search", {"query": "telescope"})
+            second = await session.call_tool("rag_search", {"query": "telescope"})
+            return first, second
+
+    try:
+        first, second = anyio.run(run)
+    finally:
+        stop_daemon(ragd_home)
+    assert not first.isError and not second.isError, (text(first), text(second))
+    assert len(messages) == 1, messages  # once: a ready daemon is not asked again
+    assert messages[0].startswith("ragd is starting (") and "waits until it is ready" in \
+        messages[0]

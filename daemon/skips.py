@@ -39,6 +39,13 @@ WARNING_CODES: dict[str, str] = {
     "invalid_utf8": "file is not valid UTF-8: it was read as Windows-1252 (or Latin-1)",
     "frontmatter_too_large": "frontmatter is too large or too complex (YAML merges) to read "
     "safely: indexed the text without its metadata",
+    "mime_defects": "a mail whose MIME structure is broken: what could be read is indexed",
+    "bad_header": "a mail header that could not be decoded: its raw text is used",
+    "unknown_charset": "a mail part in an unknown or wrong charset: read as UTF-8 or "
+    "Windows-1252",
+    "header_truncated": "a mail header longer than 16,384 characters: the rest of it is not "
+    "read",
+    "mime_truncated": "a mail with more than 500 MIME parts: the parts after those are not read",
     "metadata_truncated": "the note has more tags, aliases, links or properties than ragd "
     "keeps: the first ones are kept",
 }

@@ -50,13 +50,6 @@ def iso_time(ts: float | None) -> str | None:
 _NO_FILE_LIMIT = "no_file_limit:"  # catalog meta key prefix: index.max_files lifted
 
 
-def document_settings(config: Config) -> DocumentSettings:
-    """The conversion limits of the [documents] section."""
-    d = config.documents
-    return DocumentSettings(max_file_bytes=int(d.max_file_mb * 2**20), timeout_s=d.timeout_s,
-                            max_memory_mb=d.max_memory_mb, images=d.images)
-
-
 def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:48].strip("-") or "vault"
 
@@ -80,7 +73,8 @@ class App:
                                     approx_from=config.index.approx_vectors_from)
             self.whoosh = WhooshStore(paths.whoosh_dir)
             # Documents convert in a worker process started on first use (decision 0013).
-            self.documents = open_documents(paths.docstore_dir, document_settings(config))
+            self.documents = open_documents(paths.docstore_dir,
+                                            DocumentSettings.from_config(config))
         except BaseException:
             self.catalog.close()
             raise

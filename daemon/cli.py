@@ -241,14 +241,13 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
         answer = remote_convert(path)
     else:
-        from daemon.app import document_settings
         from daemon.config import load_config
-        from daemon.convert.documents import convert_file, open_documents
+        from daemon.convert.documents import DocumentSettings, convert_file, open_documents
         from daemon.paths import resolve_paths
 
         paths = resolve_paths()
         paths.ensure()
-        settings = document_settings(load_config(paths))
+        settings = DocumentSettings.from_config(load_config(paths))
         docs = open_documents(paths.docstore_dir, settings)
         try:
             answer = convert_file(docs.store, path, max_bytes=settings.max_file_bytes)

@@ -11,7 +11,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemon.convert.docstore import Conversion, DocStore
 from daemon.convert.formats import (
@@ -24,6 +24,9 @@ from daemon.convert.formats import (
 from daemon.errors import RagdError
 from daemon.models import Document, Skip
 from daemon.sources.files import read_bytes
+
+if TYPE_CHECKING:
+    from daemon.config import Config
 
 
 class ConversionFailed(RagdError):
@@ -99,6 +102,13 @@ class DocumentSettings:
     timeout_s: float = 120.0  # per conversion; the worker is killed past it
     max_memory_mb: int = 2048  # the worker's address space (POSIX)
     images: bool = False  # index images found in collections (OCR, when Tesseract is there)
+
+    @classmethod
+    def from_config(cls, config: Config) -> DocumentSettings:
+        """The limits of config.toml's [documents] section."""
+        d = config.documents
+        return cls(max_file_bytes=int(d.max_file_mb * 2**20), timeout_s=d.timeout_s,
+                   max_memory_mb=d.max_memory_mb, images=d.images)
 
 
 class Documents:

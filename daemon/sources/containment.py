@@ -37,8 +37,10 @@ def outside_skip(target: str) -> Skip:
     return Skip("outside_root", f"resolves to {target}, outside the collection's folder")
 
 
-def resolve_inside(root: str | os.PathLike[str], rel: str) -> str | Skip:
-    """The real path of ``root/rel`` if it exists and lies inside the root, else a Skip."""
+def resolve_inside(root: str | os.PathLike[str], rel: str, root_real: str | None = None
+                   ) -> str | Skip:
+    """The real path of ``root/rel`` if it exists and lies inside the root (whose real path
+    is ``root_real``, resolved here when not given), else a Skip."""
     path = os.path.join(root, *rel.split("/"))
     try:
         real = os.path.realpath(path, strict=True)
@@ -50,7 +52,7 @@ def resolve_inside(root: str | os.PathLike[str], rel: str) -> str | Skip:
         if exc.errno == errno.ELOOP:
             return Skip("symlink_loop", "symbolic link points back at itself")
         return Skip("unreadable", exc.strerror or str(exc))
-    if not inside(real_root(root), real):
+    if not inside(root_real or real_root(root), real):
         return outside_skip(real)
     return real
 
@@ -63,7 +65,8 @@ def open_inside(root: str | os.PathLike[str], rel: str, *, max_bytes: int | None
     file type are decided by ``stat`` before anything is opened (a FIFO is never opened, an
     oversized file never loaded). Never raises for a bad file.
     """
-    real = resolve_inside(root, rel)
+    root_real = real_root(root)
+    real = resolve_inside(root, rel, root_real)
     if isinstance(real, Skip):
         return real
     try:
@@ -87,7 +90,7 @@ def open_inside(root: str | os.PathLike[str], rel: str, *, max_bytes: int | None
             return Skip("not_regular", "not a regular file")
         # What we opened must be what the (re-resolved, contained) path names now: a parent
         # folder swapped for a link between the check and the open shows up here.
-        again = resolve_inside(root, rel)
+        again = resolve_inside(root, rel, root_real)
         if isinstance(again, Skip) or not _same(os.stat(again), opened):
             os.close(fd)
             return again if isinstance(again, Skip) and again.code == "outside_root" else Skip(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -67,17 +66,9 @@ def link_graph(exported: Path, data_dir: Path) -> None:
 
 def corpus_chunks(n: int) -> list[str]:
     """``n`` embedded texts of real notes, chunked as the indexer chunks them."""
-    from daemon.chunking import chunk_markdown, tokenizer_counter
+    from bench.embedders import chunk_texts
 
-    vault = corpus_path("vault", "obsidian-help-en")
-    count = tokenizer_counter(Path(resolve_model_path(MODEL)) / "tokenizer.json")
-    texts: list[str] = []
-    for note in sorted(vault.rglob("*.md")):
-        body = re.sub(r"\A---\n.*?\n---\n", "", note.read_text(encoding="utf-8"), flags=re.S)
-        texts += [c.embed_text for c in chunk_markdown(note.stem, body, count_tokens=count,
-                                                       max_tokens=256)]
-    # A fixed spread over the whole vault, long and short chunks alike.
-    return texts[:: max(1, len(texts) // n)][:n]
+    return chunk_texts(corpus_path("vault", "obsidian-help-en"), n)
 
 
 # -- pure parts -------------------------------------------------------------------------------

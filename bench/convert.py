@@ -72,9 +72,9 @@ def index_share(paths: list[Path], home: Path) -> dict[str, Any]:
 
     os.environ["RAGD_HOME"] = str(home / "ragd-home")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from daemon.app import App
-    from daemon.config import load_config
-    from daemon.paths import resolve_paths
+    from daemon.runtime.app import App
+    from daemon.settings.config import load_config
+    from daemon.settings.paths import resolve_paths
 
     folder = home / "books"
     folder.mkdir()

@@ -44,12 +44,12 @@ class Daemon:
     def __init__(self, vault: Path, home: Path) -> None:
         from daemon.ipc.client import Client
         from daemon.ipc.discovery import find_daemon
-        from daemon.paths import resolve_paths
+        from daemon.settings.paths import resolve_paths
 
         env = {**os.environ, "RAGD_HOME": str(home), "HF_HUB_OFFLINE": "1"}
         self.paths = resolve_paths({"RAGD_HOME": str(home)})
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "daemon.cli", "daemon", "--vault", str(vault)], env=env,
+            [sys.executable, "-m", "daemon.cli.main", "daemon", "--vault", str(vault)], env=env,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while find_daemon(self.paths) is None:

@@ -93,7 +93,7 @@ def write_generated_vault(root: Path) -> Path:
 
 # -- the daemon ---------------------------------------------------------------------------------
 def start_daemon(vault: Path) -> Any:
-    from daemon.launch import connect
+    from daemon.runtime.launch import connect
 
     client = connect(start=True, client_name="bench", timeout=60, call_timeout=600)
     deadline = time.monotonic() + 1800

@@ -165,9 +165,9 @@ def ragd_app(home: Path, overrides: dict[str, Any] | None = None,
              on_progress: Callable[[Any], None] | None = None) -> Iterator[Any]:
     """An App on ``home`` with Obsidian discovery off and the environment ignored."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from daemon.app import App
-    from daemon.config import load_config
-    from daemon.paths import resolve_paths
+    from daemon.runtime.app import App
+    from daemon.settings.config import load_config
+    from daemon.settings.paths import resolve_paths
 
     paths = resolve_paths({"RAGD_HOME": str(home)})
     cfg = load_config(paths, {"obsidian.enabled": False, **(overrides or {})}, env={},

@@ -207,9 +207,9 @@ def _updates(base: BaseCatalog, unit: Unit, src_rows: list[sqlite3.Row]
     """SourceUpdates of one batch of base sources as copy ``unit.copy``, and their vectors."""
     import numpy as np
 
-    from daemon.catalog import SourceUpdate, text_hash
-    from daemon.chunking import embed_prefix
     from daemon.models import ChunkDraft
+    from daemon.stores.catalog import SourceUpdate, text_hash
+    from daemon.text.chunking import embed_prefix
 
     updates, vectors = [], {}
     rng = np.random.default_rng([unit.copy, int(src_rows[0]["id"])])
@@ -292,7 +292,7 @@ def ensure_size(root: Path, label: str, target: int, quick: bool,
     """The size home for ``label``: reused when its manifest matches the plan, else rebuilt."""
     import shutil
 
-    from daemon.embedding import SentenceTransformerEmbedder
+    from daemon.embed.embedding import SentenceTransformerEmbedder
 
     base_home = root / "base"
     fp = SentenceTransformerEmbedder().fingerprint  # read from the model folder: no torch
@@ -380,14 +380,14 @@ class Daemon:
     def __init__(self, home: Path, log: Path) -> None:
         from daemon.ipc.client import Client
         from daemon.ipc.discovery import find_daemon
-        from daemon.paths import resolve_paths
+        from daemon.settings.paths import resolve_paths
 
         paths = resolve_paths({"RAGD_HOME": str(home)})
         if find_daemon(paths):
             sys.exit(f"error: a daemon already runs on {home}; stop it first")
         self.log = open(log, "ab")  # noqa: SIM115
         t0 = time.perf_counter()
-        self.proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "daemon"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "daemon.cli.main", "daemon"],
                                      env=clean_env(home), stdout=self.log, stderr=self.log,
                                      start_new_session=True, cwd=REPO)
         deadline = time.monotonic() + 1800

@@ -63,11 +63,11 @@ def wait(fn: Any, timeout: float, what: str, interval: float = 0.05) -> Any:
 def start_daemon(home: Path, vault: Path, log: Path) -> subprocess.Popen[bytes]:
     from daemon.ipc.client import Client
     from daemon.ipc.discovery import find_daemon
-    from daemon.paths import resolve_paths
+    from daemon.settings.paths import resolve_paths
 
     env = {**os.environ, "RAGD_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     with open(log, "ab") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "daemon", "--vault",
+        proc = subprocess.Popen([sys.executable, "-m", "daemon.cli.main", "daemon", "--vault",
                                  str(vault)], env=env, stdout=fh, stderr=fh,
                                 start_new_session=True)
     paths = resolve_paths({"RAGD_HOME": str(home)})
@@ -132,7 +132,7 @@ def measure_idle_process(home: Path, display: str, seconds: float) -> dict[str, 
 
 
 def measure_save_to_indexing(home: Path, vault: Path, saves: int) -> list[float]:
-    from daemon.paths import resolve_paths
+    from daemon.settings.paths import resolve_paths
     from tray.app import TrayApp
     from tray.autostart import Autostart
 

@@ -189,7 +189,7 @@ def main() -> None:
     home, _ = scifact_home(root, False)
     if not (home / "data" / "catalog.sqlite").is_file():
         sys.exit(f"error: no index at {home}: run `bench/quality.py --home {root}` first")
-    from daemon.config import SearchConfig
+    from daemon.settings.config import SearchConfig
 
     c = SearchConfig()
     default: Setting = (c.z_semantic_weight, c.z_note_weight, c.z_keyword_weight)

@@ -51,9 +51,9 @@ def real_vectors(quality_home: Path) -> np.ndarray:
 
 
 def query_vectors(n: int) -> np.ndarray:
-    from daemon.config import load_config
-    from daemon.embedding import make_embedder
-    from daemon.paths import resolve_paths
+    from daemon.embed.embedding import make_embedder
+    from daemon.settings.config import load_config
+    from daemon.settings.paths import resolve_paths
 
     path = corpus("beir", "scifact", "queries.jsonl")
     texts = [json.loads(line)["text"] for line in path.read_text(encoding="utf-8").splitlines()]
@@ -78,7 +78,7 @@ def grow(base: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
 
 
 def make_store(directory: Path, x: np.ndarray, approx: bool) -> tuple[Any, float]:
-    from daemon.catalog import ChunkRow
+    from daemon.stores.catalog import ChunkRow
     from daemon.stores.vectors import FaissStore
 
     store = FaissStore(directory, "bench", x.shape[1], approx_from=0)

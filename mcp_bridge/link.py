@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from daemon.errors import DaemonUnavailable
-from daemon.paths import Paths, resolve_paths
+from daemon.settings.paths import Paths, resolve_paths
 
 if TYPE_CHECKING:
     from daemon.ipc.client import Client
@@ -31,8 +31,8 @@ RACE_WAIT_S = 5.0
 
 # The launcher and the IPC client are imported on first use, off the handshake's path.
 def connect(paths: Paths, **kwargs: Any) -> Client:
-    """daemon.launch.connect: the running daemon, or a new one started detached."""
-    from daemon.launch import connect as launch_connect
+    """daemon.runtime.launch.connect: the running daemon, or a new one started detached."""
+    from daemon.runtime.launch import connect as launch_connect
 
     return launch_connect(paths, **kwargs)
 

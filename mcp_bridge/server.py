@@ -45,8 +45,8 @@ WARM_UP_DELAY_S = 1.0  # for a client that never lists the tools
 # -- configuration ------------------------------------------------------------------------------
 def configured_toolsets() -> list[str]:
     """``mcp.toolsets`` from config.toml / RAGD_MCP_TOOLSETS; the defaults if it is unreadable."""
-    from daemon.config import load_config
-    from daemon.paths import resolve_paths
+    from daemon.settings.config import load_config
+    from daemon.settings.paths import resolve_paths
 
     try:
         # The daemon writes the default config file; a client launching us should not.

@@ -21,7 +21,7 @@ from typing import Any
 
 from daemon.convert.formats import check_convert_path
 from daemon.errors import InvalidArgument
-from daemon.policy import check_name
+from daemon.settings.policy import check_name
 
 SEARCH, INDEX = "search", "index"
 TOOLSETS: dict[str, tuple[str, ...]] = {
@@ -344,7 +344,7 @@ def parse_index(args: Mapping[str, Any]) -> dict[str, Any]:
 
     A relative path is refused: the bridge's working directory is whatever the desktop client
     chose, not a folder the user named. The daemon applies the folder policy
-    (``daemon.policy.check_root``) to the rest.
+    (``daemon.settings.policy.check_root``) to the rest.
     """
     _reject_unknown("rag_index", args, INDEX_INPUT)
     params: dict[str, Any] = {"collection": check_name(_text(args, "collection", required=True)),

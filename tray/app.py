@@ -30,8 +30,8 @@ from typing import Any
 from daemon import __version__
 from daemon.errors import DaemonUnavailable, RagdError
 from daemon.ipc.client import Client
-from daemon.launch import connect
-from daemon.paths import Paths, resolve_paths
+from daemon.runtime.launch import connect
+from daemon.settings.paths import Paths, resolve_paths
 from tray import viewmodel as vm
 from tray.autostart import Autostart, AutostartStatus
 from tray.backends import CALL_TIMEOUT_S as ICON_CALL_TIMEOUT_S

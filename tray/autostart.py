@@ -272,7 +272,7 @@ class Autostart:
         return [self.python, "-m", "tray.app"]
 
     def daemon_command(self) -> list[str]:
-        return [self.python, "-m", "daemon.cli", "daemon"]
+        return [self.python, "-m", "daemon.cli.main", "daemon"]
 
     def carried_env(self) -> dict[str, str]:
         return {k: self.env[k] for k in CARRIED_ENV if self.env.get(k)}

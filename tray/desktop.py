@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from daemon.errors import ConfigError, RagdError
-from daemon.paths import Paths
+from daemon.settings.paths import Paths
 
 LOCK_NAME = "tray.lock"
 LOG_NAME = "tray.log"

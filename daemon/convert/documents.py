@@ -26,7 +26,7 @@ from daemon.models import Document, Skip
 from daemon.sources.files import read_bytes
 
 if TYPE_CHECKING:
-    from daemon.config import Config
+    from daemon.settings.config import Config
 
 
 class ConversionFailed(RagdError):

@@ -17,15 +17,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from daemon.catalog import Catalog, Collection, SourceUpdate, date_int, text_hash
-from daemon.chunking import chunk_markdown
-from daemon.embedding import Embedder
+from daemon.embed.embedding import Embedder
 from daemon.errors import Interrupted
 from daemon.indexer.reconcile import Plan, reconcile
 from daemon.models import Document, FileState, Skip
-from daemon.properties import properties_chunks
 from daemon.sources.base import SourceKind, read_source_bytes, sha256_file
 from daemon.stores import IndexStore
+from daemon.stores.catalog import Catalog, Collection, SourceUpdate, date_int, text_hash
+from daemon.text.chunking import chunk_markdown
+from daemon.text.properties import properties_chunks
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from daemon.errors import AlreadyRunning
 from daemon.ipc.address import socket_answers
-from daemon.paths import Paths
+from daemon.settings.paths import Paths
 
 log = logging.getLogger(__name__)
 

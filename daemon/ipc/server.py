@@ -25,7 +25,7 @@ from daemon.ipc import protocol as p
 from daemon.ipc.address import clear_stale_socket, validate_pipe_name
 
 if TYPE_CHECKING:
-    from daemon.paths import Paths
+    from daemon.settings.paths import Paths
 
 log = logging.getLogger(__name__)
 

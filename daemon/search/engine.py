@@ -13,11 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from daemon.catalog import Catalog, ChunkRow
 from daemon.convert.formats import page_number
-from daemon.embedding import Embedder
+from daemon.embed.embedding import Embedder
 from daemon.errors import InvalidArgument
-from daemon.properties import is_properties
 from daemon.search.filters import COLLECTION_TYPES, MODES, Filters, to_sql, to_whoosh
 from daemon.search.fusion import (
     Fused,
@@ -28,8 +26,10 @@ from daemon.search.fusion import (
     rrf,
     zscore_fusion,
 )
+from daemon.stores.catalog import Catalog, ChunkRow
 from daemon.stores.fulltext import WhooshStore
 from daemon.stores.vectors import FaissStore
+from daemon.text.properties import is_properties
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from daemon.catalog import ChunkRow
+from daemon.stores.catalog import ChunkRow
 
 
 class IndexStore(Protocol):

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from daemon.catalog import ChunkRow
 from daemon.stores import fsync_dir, read_json, write_json_atomic
+from daemon.stores.catalog import ChunkRow
 
 log = logging.getLogger(__name__)
 

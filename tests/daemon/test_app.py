@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from vault_fixtures import write_vault
 
-from daemon.app import App
-from daemon.config import load_config
-from daemon.paths import resolve_paths
+from daemon.runtime.app import App
 from daemon.search.engine import SearchRequest
 from daemon.search.filters import Filters
+from daemon.settings.config import load_config
+from daemon.settings.paths import resolve_paths
 
 pytestmark = pytest.mark.slow
 
@@ -160,7 +160,7 @@ def test_restart_reopens_the_same_index(vault: Path, real_embedder: Any) -> None
 
 def test_changed_model_means_full_visible_reembed(vault: Path, real_embedder: Any,
                                                  caplog: pytest.LogCaptureFixture) -> None:
-    from daemon.embedding import SentenceTransformerEmbedder
+    from daemon.embed.embedding import SentenceTransformerEmbedder
 
     paths = resolve_paths()
     config = load_config(paths, {"obsidian.vaults": [str(vault)]})

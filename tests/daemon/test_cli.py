@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from daemon.cli import build_parser, format_report
+from daemon.cli.main import build_parser, format_report
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.cli_progress import BarPosition, EmbedProgress, IndexBar
+from daemon.cli.progress import BarPosition, EmbedProgress, IndexBar
 from daemon.indexer.pipeline import Progress
 
 

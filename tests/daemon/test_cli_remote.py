@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from daemon.cli_remote import (
+from daemon.cli.remote import (
     STARTING_CALL_TIMEOUT_S,
     call_when_ready,
     format_status,

@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from daemon.config import (
+from daemon.errors import ConfigError
+from daemon.settings.config import (
     Config,
     config_keys,
     config_reference_markdown,
     load_config,
     render_default_config,
 )
-from daemon.errors import ConfigError
-from daemon.paths import Paths, resolve_paths
+from daemon.settings.paths import Paths, resolve_paths
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from daemon import embedding
-from daemon.config import load_config
-from daemon.doctor import _model_checks
-from daemon.paths import resolve_paths
+from daemon.cli.doctor import _model_checks
+from daemon.embed import embedding
+from daemon.settings.config import load_config
+from daemon.settings.paths import resolve_paths
 
 
 class FakeEmbedder:
@@ -52,7 +52,7 @@ def test_names_the_backend_it_checked(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_fallback_is_a_warning_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     def make(config: Any, data_dir: Path) -> FakeEmbedder:
-        logging.getLogger("daemon.embedding").warning(
+        logging.getLogger("daemon.embed.embedding").warning(
             "embedding backend %s is not available: %s", config.backend, "no onnxruntime")
         return FakeEmbedder(None)  # the sentence-transformers embedder names no backend
 

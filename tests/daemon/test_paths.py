@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon import paths as paths_module
 from daemon.errors import ConfigError
-from daemon.paths import MAX_SOCKET_PATH_BYTES, Paths, resolve_paths
+from daemon.settings import paths as paths_module
+from daemon.settings.paths import MAX_SOCKET_PATH_BYTES, Paths, resolve_paths
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX modes and uids")
 

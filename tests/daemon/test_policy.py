@@ -1,4 +1,4 @@
-"""What may become a collection: names and folders (daemon/policy.py)."""
+"""What may become a collection: names and folders (daemon/settings/policy.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from daemon.errors import InvalidArgument
-from daemon.policy import check_name, check_new_name, check_root
+from daemon.settings.policy import check_name, check_new_name, check_root
 
 
 @pytest.mark.parametrize("name", ["notes", "My-Project_2", "v1.2", "a", "x" * 64])

@@ -10,8 +10,8 @@ import pytest
 from vault_fixtures import write_vault
 
 from daemon.models import Document
-from daemon.properties import is_properties, properties_chunks, render_key, render_properties
 from daemon.sources.vault import parse_note
+from daemon.text.properties import is_properties, properties_chunks, render_key, render_properties
 
 FILM = """---
 categories:
@@ -107,9 +107,9 @@ loc: ["[[Kyoto]]", "[[Japan]]"]
 
 @pytest.fixture
 def app(tmp_path: Path, real_embedder: Any) -> Iterator[Any]:
-    from daemon.app import App
-    from daemon.config import load_config
-    from daemon.paths import resolve_paths
+    from daemon.runtime.app import App
+    from daemon.settings.config import load_config
+    from daemon.settings.paths import resolve_paths
 
     vault = write_vault(tmp_path / "Vault")
     write_vault(vault, NOTES)
@@ -129,8 +129,8 @@ def first_title(app: Any, query: str, mode: str = "hybrid") -> str:
 
 @pytest.mark.slow
 def test_frontmatter_only_notes_are_found_and_counted(app: Any) -> None:
-    from daemon.cli import format_report
-    from daemon.cli_remote import format_status
+    from daemon.cli.main import format_report
+    from daemon.cli.remote import format_status
 
     report = app.sync_all()[0]
     assert report.indexed == 11 and not report.skipped_files and not report.errors

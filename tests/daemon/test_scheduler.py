@@ -1,6 +1,6 @@
 import threading
 
-from daemon.scheduler import EXPLICIT, HINT, SWEEP, Job, JobQueue
+from daemon.runtime.scheduler import EXPLICIT, HINT, SWEEP, Job, JobQueue
 
 
 def test_priority_order_and_fifo_within_a_priority() -> None:

@@ -148,7 +148,7 @@ def test_the_command_prints_pure_json_and_installs(
 
 def test_the_ragd_cli_dispatches_mcp_config(tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from daemon.cli import main
+    from daemon.cli.main import main
 
     assert main(["mcp-config", "claude-code"]) == 0
     assert "mcpServers" in json.loads(capsys.readouterr().out)

@@ -32,5 +32,5 @@ def test_the_bridge_imports_nothing_heavy(ragd_home: object) -> None:
         heavy = sorted(m for m in loaded[stage] if m.split(".")[0] in HEAVY)
         assert heavy == [], f"after {stage}: {heavy}"
     # The indexing side of the daemon package is not loaded either.
-    assert not [m for m in loaded["built"] if m.startswith(("daemon.app", "daemon.service",
-                                                            "daemon.search", "daemon.catalog"))]
+    assert not [m for m in loaded["built"] if m.startswith(("daemon.runtime.app", "daemon.runtime.service",
+                                                            "daemon.search", "daemon.stores.catalog"))]

@@ -12,7 +12,7 @@ import pytest
 from daemon_proc import wait_for
 
 from daemon.errors import DaemonUnavailable, InvalidArgument
-from daemon.paths import resolve_paths
+from daemon.settings.paths import resolve_paths
 from mcp_bridge import link as link_module
 from mcp_bridge.link import CallTimedOut, DaemonLink
 

@@ -30,8 +30,8 @@ from vault_fixtures import write_vault
 
 from daemon.errors import DaemonUnavailable
 from daemon.ipc.discovery import find_daemon
-from daemon.launch import connect
-from daemon.paths import resolve_paths
+from daemon.runtime.launch import connect
+from daemon.settings.paths import resolve_paths
 from mcp_bridge.tools import RESULT_FIELDS, TOOLS
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,7 @@ from daemon_proc import DaemonProc, wait_for
 from daemon.errors import DaemonUnavailable, ProtocolMismatch
 from daemon.ipc.client import Client
 from daemon.ipc.discovery import find_daemon
-from daemon.paths import resolve_paths
+from daemon.settings.paths import resolve_paths
 from tray import viewmodel as vm
 from tray.app import TrayApp
 from tray.autostart import Autostart
@@ -62,13 +62,13 @@ class Recorder:
 # -- imports and start-up without a display -----------------------------------------------
 def test_importing_the_tray_loads_nothing_heavy() -> None:
     loaded = fresh_modules("tray.app", "tray.viewmodel", "tray.icons", "tray.autostart",
-                           "daemon.secrets")
+                           "daemon.settings.secrets")
     heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY)
     assert heavy == []
 
 
 def test_no_display_gives_a_clear_message() -> None:
-    for argv in (["-m", "tray.app"], ["-m", "daemon.cli", "tray"]):
+    for argv in (["-m", "tray.app"], ["-m", "daemon.cli.main", "tray"]):
         run = subprocess.run([sys.executable, *argv], capture_output=True, text=True,
                              timeout=60, cwd=REPO, env=headless_env())
         assert run.returncode == 1, run.stderr

@@ -139,7 +139,7 @@ def test_systemd_unit_with_systemctl(tmp_path: Path) -> None:
     assert "systemctl --user start ragd.service" in result.detail
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     parser.read(unit, encoding="utf-8")
-    assert parser["Service"]["ExecStart"] == "/usr/bin/python3 -m daemon.cli daemon"
+    assert parser["Service"]["ExecStart"] == "/usr/bin/python3 -m daemon.cli.main daemon"
     assert parser["Service"]["Restart"] == "on-failure"
     assert parser["Install"]["WantedBy"] == "default.target"
     assert '"RAGD_HOME=/data/r%%d"' in unit.read_text(encoding="utf-8")  # % is a specifier
@@ -227,8 +227,8 @@ def test_exec_quoting() -> None:
         '"/opt/my apps/python" -m tray.app'
     assert desktop_exec(["/x/100%"]) == "/x/100%%"
     assert desktop_exec(['/a "b"']) == '"/a \\\\"b\\\\""'  # Exec quoting, then string escaping
-    assert systemd_exec(["/opt/my apps/python", "-m", "daemon.cli"]) == \
-        '"/opt/my apps/python" -m daemon.cli'
+    assert systemd_exec(["/opt/my apps/python", "-m", "daemon.cli.main"]) == \
+        '"/opt/my apps/python" -m daemon.cli.main'
     assert systemd_exec(["/x/%h$"]) == "/x/%%h$$"
 
 

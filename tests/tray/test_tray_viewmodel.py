@@ -36,7 +36,7 @@ OFF = AutostartStatus(False, "desktop", "/home/ann/.config/autostart/ragd.deskto
 
 
 def status(**changes: Any) -> dict[str, Any]:
-    """A `status` answer as the daemon sends it (daemon/service.py: Daemon.status)."""
+    """A `status` answer as the daemon sends it (daemon/runtime/service.py: Daemon.status)."""
     base: dict[str, Any] = {
         "state": "idle", "version": "0.1.0", "protocol": 1, "pid": 4242,
         "started_at": NOW - 7200, "uptime_s": 7200.0, "paused": False,

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from daemon_proc import DaemonProc, wait_for
 
-from daemon.paths import resolve_paths
+from daemon.settings.paths import resolve_paths
 from tray.app import TrayApp
 from tray.autostart import Autostart
 from tray.icons import COLOURS, icon_image

@@ -9,8 +9,8 @@ from document_fixtures import CSV, GOOD, HTML, LATEX, broken, epub_bytes, pdf_by
 from daemon.convert.converters import Converted, ConvertSkip, convert
 from daemon.convert.formats import FORMATS, format_for, page_number
 from daemon.convert.markdown import html_to_markdown, html_to_text, md_table, plain_text
-from daemon.headings import find_headings
 from daemon.skips import SKIP_CODES
+from daemon.text.headings import find_headings
 
 
 def run(name: str, data: bytes) -> Converted:

@@ -40,8 +40,8 @@ def test_every_format_converts_in_one_worker(worker: ConversionWorker) -> None:
 
 
 def test_the_daemon_never_imports_a_converter_library() -> None:
-    code = ("import sys, daemon.app, daemon.service, daemon.convert.documents, "
-            "daemon.convert.process, daemon.handlers\n"
+    code = ("import sys, daemon.runtime.app, daemon.runtime.service, daemon.convert.documents, "
+            "daemon.convert.process, daemon.runtime.handlers\n"
             "heavy = {'pypdfium2', 'docx', 'pptx', 'openpyxl', 'lxml', 'PIL', "
             "'html_to_markdown', 'pylatexenc'}\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))")

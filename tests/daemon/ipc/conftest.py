@@ -19,7 +19,7 @@ import pytest
 from daemon.errors import InvalidArgument, NotFound
 from daemon.ipc import protocol as p
 from daemon.ipc.server import Connection, IpcServer
-from daemon.paths import Paths, resolve_paths
+from daemon.settings.paths import Paths, resolve_paths
 
 MAX_FRAME = 64 * 1024
 WAIT = 10.0  # the deadline for anything a test waits on

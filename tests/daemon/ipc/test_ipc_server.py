@@ -35,7 +35,7 @@ from daemon.ipc.address import validate_pipe_name
 from daemon.ipc.async_client import AsyncClient
 from daemon.ipc.client import Client
 from daemon.ipc.server import IpcServer
-from daemon.paths import Paths
+from daemon.settings.paths import Paths
 
 WAIT = 10.0
 

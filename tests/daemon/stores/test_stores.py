@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-from daemon.catalog import ChunkRow
+from daemon.stores.catalog import ChunkRow
 from daemon.stores.fulltext import WhooshStore, ancestors, document_fields, tag_ancestors
 from daemon.stores.vectors import FaissStore
 

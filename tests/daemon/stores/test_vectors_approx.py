@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daemon.catalog import ChunkRow
+from daemon.stores.catalog import ChunkRow
 from daemon.stores.vectors import FaissStore
 
 DIM = 32

@@ -5,7 +5,7 @@ Layers, later ones winning: built-in defaults < ``config.toml`` < environment va
 of the keys, defaults and descriptions: the commented default file and the documentation table
 are both generated from them, so neither can drift.
 
-Only the standard library, pydantic and platformdirs (through ``daemon.paths``) are imported:
+Only the standard library, pydantic and platformdirs (through ``daemon.settings.paths``) are imported:
 the CLI reads the config before anything heavy is loaded.
 """
 
@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
 from daemon.errors import ConfigError
-from daemon.paths import Paths
+from daemon.settings.paths import Paths
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class EmbeddingConfig(_Section):
         description='What runs the model: "sentence-transformers" (torch), "onnx" (ONNX '
         'Runtime, fp32, no torch at run time) or "onnx-int8" (ONNX Runtime with int8 matrix '
         "multiplies: faster, vectors within ~0.99 cosine of fp32). The ONNX graph is exported "
-        "once into the data folder (python -m daemon.onnx_export); a model that cannot be "
+        "once into the data folder (python -m daemon.embed.onnx_export); a model that cannot be "
         "exported runs on sentence-transformers. ONNX runs one text at a time (batch_size is "
         "for sentence-transformers). Changing it re-embeds every source",
     )

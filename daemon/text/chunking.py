@@ -21,11 +21,11 @@ from itertools import islice
 from pathlib import Path
 from typing import NamedTuple
 
-from daemon.headings import find_headings
 from daemon.models import ChunkDraft, Heading
+from daemon.text.headings import find_headings
 
 # Part of the embedding fingerprint: bump whenever the chunks produced for a text change.
-# 2: every note also gets its properties chunks (daemon.properties), so notes indexed before
+# 2: every note also gets its properties chunks (daemon.text.properties), so notes indexed before
 # are read again.
 CHUNKER_VERSION = "2"
 

@@ -119,10 +119,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 # -- in-process commands ------------------------------------------------------------------------
 def _open_app(args: argparse.Namespace, overrides: dict[str, Any] | None = None,
               on_progress: Any = None) -> Any:
-    from daemon.app import App
-    from daemon.config import load_config
     from daemon.ipc.discovery import acquire_instance_lock
-    from daemon.paths import resolve_paths
+    from daemon.runtime.app import App
+    from daemon.settings.config import load_config
+    from daemon.settings.paths import resolve_paths
 
     paths = resolve_paths()
     config = load_config(paths, overrides)
@@ -149,7 +149,7 @@ def cmd_index(args: argparse.Namespace) -> int:
                              "stop it first (`ragd stop`), or set the vault in config.toml")
     if _daemon_running():
         # The daemon owns the index: ask it, and draw its live progress.
-        from daemon.cli_remote import remote_index
+        from daemon.cli.remote import remote_index
 
         params = {"collection": args.collection, "path": args.path, "wait": True,
                   "rebuild": args.rebuild, "allow_large": args.allow_large}
@@ -161,7 +161,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {}
     if args.path and not args.collection:
         overrides["obsidian.vaults"] = [args.path]
-    from daemon.cli_progress import IndexBar
+    from daemon.cli.progress import IndexBar
 
     bar = IndexBar(enabled=not args.json and sys.stderr.isatty()
                    or os.environ.get("RAGD_PROGRESS") == "1")
@@ -237,13 +237,13 @@ def cmd_convert(args: argparse.Namespace) -> int:
     content either way)."""
     path = os.path.abspath(os.path.expanduser(args.file))
     if _daemon_running():
-        from daemon.cli_remote import remote_convert
+        from daemon.cli.remote import remote_convert
 
         answer = remote_convert(path)
     else:
-        from daemon.config import load_config
         from daemon.convert.documents import DocumentSettings, convert_file, open_documents
-        from daemon.paths import resolve_paths
+        from daemon.settings.config import load_config
+        from daemon.settings.paths import resolve_paths
 
         paths = resolve_paths()
         paths.ensure()
@@ -261,7 +261,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from daemon.search.params import build_request
 
     if _daemon_running():
-        from daemon.cli_remote import remote_search
+        from daemon.cli.remote import remote_search
 
         answer = remote_search(search_params(args))
         print(json.dumps(answer, indent=2, ensure_ascii=False) if args.json
@@ -300,7 +300,7 @@ def format_results(answer: dict[str, Any], explain: bool = False) -> str:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from daemon.doctor import run_checks
+    from daemon.cli.doctor import run_checks
 
     checks = run_checks()
     if args.json:
@@ -316,7 +316,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def _remote(name: str) -> Any:
     def run(args: argparse.Namespace) -> int:
-        from daemon import cli_remote
+        from daemon.cli import remote as cli_remote
 
         return int(getattr(cli_remote, name)(args))
 
@@ -325,7 +325,7 @@ def _remote(name: str) -> Any:
 
 def _daemon_running() -> bool:
     from daemon.ipc.discovery import find_daemon
-    from daemon.paths import resolve_paths
+    from daemon.settings.paths import resolve_paths
 
     return find_daemon(resolve_paths()) is not None
 
@@ -347,7 +347,7 @@ COMMANDS = {"index": cmd_index, "search": cmd_search, "convert": cmd_convert, "d
             "mcp-config": _lazy("mcp_bridge.clients", "cmd_mcp_config"),
             "tray": _lazy("tray.app", "cmd_tray"),
             "autostart": _lazy("tray.autostart", "cmd_autostart"),
-            "secret": _lazy("daemon.secrets", "cmd_secret")}
+            "secret": _lazy("daemon.settings.secrets", "cmd_secret")}
 
 if __name__ == "__main__":
     sys.exit(main())

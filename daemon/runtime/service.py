@@ -19,15 +19,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from daemon import __version__
-from daemon.config import Config
 from daemon.errors import Interrupted, RagdError
 from daemon.indexer.pipeline import IndexReport, Progress
 from daemon.ipc import discovery
 from daemon.ipc.protocol import PROTOCOL_VERSION
 from daemon.ipc.server import Connection, IpcServer
-from daemon.paths import Paths
-from daemon.scheduler import EXPLICIT, HINT, SWEEP, Job, JobQueue
-from daemon.watch import Watcher
+from daemon.runtime.handlers import HANDLERS
+from daemon.runtime.scheduler import EXPLICIT, HINT, SWEEP, Job, JobQueue
+from daemon.runtime.watch import Watcher
+from daemon.settings.config import Config
+from daemon.settings.paths import Paths
 
 log = logging.getLogger(__name__)
 
@@ -56,17 +57,6 @@ def setup_logging(paths: Paths, *, stderr: bool, verbose: bool = False) -> None:
         root.addHandler(sh)
     for noisy in ("httpx", "sentence_transformers", "transformers", "watchfiles", "faiss"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
-def index_summary(reports: list[IndexReport], collection: str | None) -> dict[str, Any]:
-    """The rag_index answer: {collection, indexed, skipped, errors, total_found}."""
-    return {
-        "collection": collection or ",".join(r.collection for r in reports),
-        "indexed": sum(r.indexed + r.moved for r in reports),
-        "skipped": sum(len(r.skipped_files) for r in reports),
-        "errors": sum(len(r.errors) for r in reports),
-        "total_found": sum(r.total_found for r in reports),
-    }
 
 
 def _brief(report: IndexReport) -> dict[str, Any]:
@@ -193,8 +183,8 @@ class Daemon:
         The model comes first: it is the slow part, and it is what a waiting request is told
         about. False (with ``fatal`` set and ``phase`` left at the failed step) on failure.
         """
-        from daemon.app import App
-        from daemon.embedding import make_embedder
+        from daemon.embed.embedding import make_embedder
+        from daemon.runtime.app import App
 
         try:
             self._set_phase(LOADING_MODEL)
@@ -395,7 +385,6 @@ class Daemon:
         return self.app
 
     async def _dispatch(self, method: str, params: Any, conn: Connection) -> Any:
-        from daemon.handlers import HANDLERS
 
         if hasattr(params, "model_dump"):
             params = params.model_dump()

@@ -11,8 +11,8 @@ from typing import Any
 
 from daemon.errors import DaemonUnavailable
 from daemon.ipc.client import Client
-from daemon.launch import connect, running_pid, spawn_daemon
-from daemon.paths import resolve_paths
+from daemon.runtime.launch import connect, running_pid, spawn_daemon
+from daemon.settings.paths import resolve_paths
 
 STOP_TIMEOUT_S = 60.0
 # A request sent to a starting daemon waits for the model (the daemon gives up after 180 s).
@@ -22,8 +22,8 @@ PHASE_WORDS = {"loading model": "loading the model", "opening index": "opening t
 
 def cmd_daemon(args: argparse.Namespace) -> int:
     """Run the daemon in the foreground (what systemd, launchd, the tray and `start` run)."""
-    from daemon.config import load_config
-    from daemon.service import Daemon, setup_logging
+    from daemon.runtime.service import Daemon, setup_logging
+    from daemon.settings.config import load_config
 
     paths = resolve_paths()
     overrides = {"obsidian.vaults": [args.vault]} if getattr(args, "vault", None) else None
@@ -191,7 +191,7 @@ def remote_convert(file_path: str) -> dict[str, Any]:
 
 def remote_index(params: dict[str, Any], show_progress: bool) -> Any:
     """Ask the daemon to index, drawing its live progress events as a progress bar."""
-    from daemon.cli_progress import IndexBar
+    from daemon.cli.progress import IndexBar
 
     paths = resolve_paths()
     done = threading.Event()

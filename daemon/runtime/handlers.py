@@ -11,12 +11,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from daemon.errors import InvalidArgument
-from daemon.policy import check_name
-from daemon.scheduler import EXPLICIT, Job
+from daemon.runtime.scheduler import EXPLICIT, Job
+from daemon.settings.policy import check_name
 
 if TYPE_CHECKING:
+    from daemon.indexer.pipeline import IndexReport
     from daemon.ipc.server import Connection
-    from daemon.service import Daemon
+    from daemon.runtime.service import Daemon
 
 Handler = Callable[["Daemon", dict[str, Any], "Connection"], Awaitable[Any]]
 
@@ -64,7 +65,6 @@ async def skipped(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
 
 async def index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
     """Queue an explicit sync (or rebuild); with wait=true, answer when it is done."""
-    from daemon.service import index_summary
 
     app = await d._ready()
     name, path = params.get("collection"), params.get("path")
@@ -145,6 +145,17 @@ async def doc_store_info(d: Daemon, params: dict[str, Any], conn: Connection) ->
     """rag_doc_store_info: every document the doc store has seen."""
     app = await d._ready()
     return await asyncio.to_thread(app.documents.store.info)
+
+
+def index_summary(reports: list[IndexReport], collection: str | None) -> dict[str, Any]:
+    """The rag_index answer: {collection, indexed, skipped, errors, total_found}."""
+    return {
+        "collection": collection or ",".join(r.collection for r in reports),
+        "indexed": sum(r.indexed + r.moved for r in reports),
+        "skipped": sum(len(r.skipped_files) for r in reports),
+        "errors": sum(len(r.errors) for r in reports),
+        "total_found": sum(r.total_found for r in reports),
+    }
 
 
 HANDLERS: dict[str, Handler] = {

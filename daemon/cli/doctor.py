@@ -18,12 +18,12 @@ def _check(name: str, status: str, detail: str, hint: str = "") -> dict[str, Any
 def run_checks() -> list[dict[str, Any]]:
     """Every check, in the order a person would debug: config, vaults, model, indexes."""
     from daemon.errors import RagdError
-    from daemon.paths import resolve_paths
+    from daemon.settings.paths import resolve_paths
 
     checks = [_check("ragd", "ok", f"ragd {__version__}, Python {sys.version.split()[0]}")]
     paths = resolve_paths()
     try:
-        from daemon.config import load_config
+        from daemon.settings.config import load_config
 
         config = load_config(paths)
         checks.append(_check("config", "ok", str(paths.config_file)))
@@ -53,7 +53,7 @@ def _indexed_vaults(paths: Any) -> list[Path]:
 
 
 def _vault_checks(config: Any, paths: Any) -> list[dict[str, Any]]:
-    from daemon.app import vault_roots
+    from daemon.runtime.app import vault_roots
 
     roots = ([Path(v).expanduser() for v in config.obsidian.vaults]
              or _indexed_vaults(paths) or vault_roots(config))
@@ -73,7 +73,7 @@ def _vault_checks(config: Any, paths: Any) -> list[dict[str, Any]]:
 
 def _mail_checks(config: Any) -> list[dict[str, Any]]:
     """Configured mail folders, or the Thunderbird folders found, offered (never indexed)."""
-    from daemon.mailfolders import discover_mail_folders
+    from daemon.settings.mailfolders import discover_mail_folders
 
     configured = [Path(p).expanduser() for p in config.email.paths]
     if configured and config.email.enabled:
@@ -94,7 +94,7 @@ def _mail_checks(config: Any) -> list[dict[str, Any]]:
 
 
 def config_hint() -> str:
-    from daemon.paths import resolve_paths
+    from daemon.settings.paths import resolve_paths
 
     return str(resolve_paths().config_file)
 
@@ -113,11 +113,11 @@ class _Warnings(logging.Handler):
 def _model_checks(config: Any, paths: Any) -> list[dict[str, Any]]:
     """Load the model as the daemon does (``make_embedder``: the configured backend, its
     fallback included) and embed one text; name the backend that answered."""
-    from daemon.embedding import SENTENCE_TRANSFORMERS, make_embedder
+    from daemon.embed.embedding import SENTENCE_TRANSFORMERS, make_embedder
 
     model, configured = config.embedding.model, config.embedding.backend
     caught = _Warnings()
-    logger = logging.getLogger("daemon.embedding")
+    logger = logging.getLogger("daemon.embed.embedding")
     logger.addHandler(caught)
     try:
         emb = make_embedder(config.embedding, paths.data_dir)
@@ -140,7 +140,7 @@ def _model_checks(config: Any, paths: Any) -> list[dict[str, Any]]:
 def _index_checks(paths: Any, config: Any) -> list[dict[str, Any]]:
     if not Path(paths.catalog_path).exists():
         return [_check("index", "warn", "nothing indexed yet", "run `ragd index`")]
-    from daemon.app import App
+    from daemon.runtime.app import App
 
     with App(paths, config) as app:
         c = app.consistency()

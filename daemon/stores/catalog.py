@@ -242,7 +242,7 @@ class Catalog:
                 (collection_id,),
             ).fetchall()
             # What each note contributed: body chunks (ordinal >= 0), or only its properties
-            # (negative ordinals, daemon.properties).
+            # (negative ordinals, daemon.text.properties).
             body, props = db.execute(
                 "SELECT COUNT(*) FILTER (WHERE body), COUNT(*) FILTER (WHERE NOT body) FROM"
                 " (SELECT MAX(ch.ordinal) >= 0 AS body FROM chunks ch JOIN sources s"

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from daemon.errors import DaemonUnavailable
 from daemon.ipc.client import Client
 from daemon.ipc.discovery import find_daemon, read_status
-from daemon.paths import Paths, resolve_paths
+from daemon.settings.paths import Paths, resolve_paths
 
 START_TIMEOUT_S = 30.0
 RACE_GRACE_S = 5.0
@@ -22,7 +22,7 @@ RACE_GRACE_S = 5.0
 
 def daemon_command(extra: Sequence[str] = ()) -> list[str]:
     """How to run `ragd daemon` with this interpreter (works without the console script)."""
-    return [sys.executable, "-m", "daemon.cli", "daemon", *extra]
+    return [sys.executable, "-m", "daemon.cli.main", "daemon", *extra]
 
 
 def spawn_daemon(paths: Paths, extra: Sequence[str] = ()) -> subprocess.Popen[bytes]:

@@ -12,19 +12,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from daemon.catalog import Catalog, Collection
-from daemon.config import Config
 from daemon.convert.documents import DocumentSettings, open_documents
-from daemon.embedding import Embedder, make_embedder
+from daemon.embed.embedding import Embedder, make_embedder
 from daemon.errors import ConfigError, InvalidArgument
 from daemon.indexer.pipeline import Indexer, IndexReport, Progress
-from daemon.paths import Paths
-from daemon.policy import check_name, check_new_name, check_root
 from daemon.search.engine import SearchEngine, SearchSettings
+from daemon.settings.config import Config
+from daemon.settings.paths import Paths
+from daemon.settings.policy import check_name, check_new_name, check_root
+from daemon.settings.vaults import discover_vaults
 from daemon.sources.base import kind_for
+from daemon.stores.catalog import Catalog, Collection
 from daemon.stores.fulltext import WhooshStore
 from daemon.stores.vectors import FaissStore
-from daemon.vaults import discover_vaults
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class App:
 
     def create_project(self, name: str, path: str, *, allow_large: bool = False) -> Collection:
         """A user-named project collection over a folder the path policy allows
-        (``daemon.policy``); ``allow_large`` lifts ``index.max_files`` for it."""
+        (``daemon.settings.policy``); ``allow_large`` lifts ``index.max_files`` for it."""
         existing = self.catalog.collection(name)
         if existing is not None and existing.type != "project":
             raise InvalidArgument("collection", f"{name!r} is a {existing.type} collection",

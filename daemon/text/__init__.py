@@ -1,0 +1,1 @@
+"""Pure text cores: chunking, headings and note properties. No I/O."""

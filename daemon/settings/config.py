@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 ENV_PREFIX = "RAGD_"
 # Lists of paths are split like PATH (a comma is a legal character in a folder name); every
 # other list is split on commas.
-PATH_LIST_KEYS = frozenset({"obsidian.vaults"})
+PATH_LIST_KEYS = frozenset({"obsidian.vaults", "email.paths"})
 
 
 class _Section(BaseModel):
@@ -319,7 +319,8 @@ def config_reference_markdown() -> str:
     rows += [
         "",
         "Later sources win: built-in defaults < `config.toml` < environment variables < "
-        "command-line options. In environment variables, `obsidian.vaults` is separated by "
+        "command-line options. In environment variables, `obsidian.vaults` and `email.paths` are "
+        "separated by "
         "the path separator (`:`, or `;` on Windows) and other lists by commas; an empty "
         "variable counts as unset.",
     ]

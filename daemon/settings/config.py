@@ -187,6 +187,14 @@ class McpConfig(_Section):
     )
 
 
+class TrayConfig(_Section):
+    backend: Literal["auto", "appindicator", "gtk", "xorg"] = Field(
+        default="auto",
+        description="Linux tray backend: auto picks appindicator where a StatusNotifier host "
+        "runs, gtk for an XEmbed tray, xorg (no menu) as the last resort; `ragd doctor` shows it",
+    )
+
+
 class Config(BaseModel):
     """All of ragd's settings; ``Config()`` holds the built-in defaults."""
 
@@ -204,6 +212,7 @@ class Config(BaseModel):
     )
     daemon: DaemonConfig = Field(default_factory=DaemonConfig, description="The background daemon")
     mcp: McpConfig = Field(default_factory=McpConfig, description="The MCP server for AI clients")
+    tray: TrayConfig = Field(default_factory=TrayConfig, description="The tray icon")
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,19 @@ from daemon.errors import DaemonUnavailable, RagdError
 from daemon.ipc.client import Client
 from daemon.runtime.launch import connect
 from daemon.settings.paths import Paths, resolve_paths
+from tray import backend_choice
 from tray import viewmodel as vm
 from tray.autostart import Autostart, AutostartStatus
 from tray.backends import CALL_TIMEOUT_S as ICON_CALL_TIMEOUT_S
 from tray.backends import IconDriver, driver_for
-from tray.desktop import load_pystray, open_path, setup_logging, tray_lock
+from tray.desktop import (
+    load_pystray,
+    notice_once,
+    open_path,
+    pystray_backend,
+    setup_logging,
+    tray_lock,
+)
 from tray.icons import icon_image, platform_size
 
 log = logging.getLogger(__name__)
@@ -106,6 +114,12 @@ class TrayApp:
                                  menu=self._pystray_menu(view.menu))
         try:
             self.icon.run(setup=self._setup)
+        except Exception:
+            if not self._stop.is_set():
+                raise
+            # pystray's gtk and appindicator backends close their notification on the way out
+            # and raise when the session has no notification service: the loop is over anyway.
+            log.info("pystray's loop ended with an error after Quit", exc_info=True)
         finally:
             self.stop()
             if self._driver is not None:
@@ -428,15 +442,24 @@ class TrayApp:
 def run_tray(*, start_daemon: bool = True, verbose: bool = False) -> int:
     """Run the tray until Quit. Raises RagdError when no icon can be shown."""
     paths = resolve_paths()
-    load_pystray()  # fail before taking the lock or touching the daemon
+    choice = backend_choice.for_session(paths)
+    linux = sys.platform.startswith("linux")
+    pystray = load_pystray(choice.backend if linux else None)  # fail before the lock
     lock = tray_lock(paths)
     if lock is None:
         print("the ragd tray is already running", file=sys.stderr)
         return 0
     try:
         setup_logging(paths, verbose)
-        log.info("ragd tray %s starting (RAGD_HOME: %s)", __version__,
-                 os.environ.get("RAGD_HOME", "unset"))
+        loaded = pystray_backend(pystray)
+        log.info("ragd tray %s starting (RAGD_HOME: %s); backend %s: %s", __version__,
+                 os.environ.get("RAGD_HOME", "unset"), loaded, choice.reason)
+        if linux and loaded == "xorg":
+            if choice.backend != "xorg":
+                choice = backend_choice.Choice("xorg", False, f"the {choice.backend} backend "
+                                               "did not load, see tray.log", choice.missing,
+                                               choice.install)
+            notice_once(paths, "tray-no-menu", backend_choice.no_menu_notice(choice))
         return TrayApp(paths, start_daemon=start_daemon).run()
     finally:
         lock.release()

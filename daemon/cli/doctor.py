@@ -33,7 +33,33 @@ def run_checks() -> list[dict[str, Any]]:
     checks += _mail_checks(config)
     checks += _model_checks(config, paths)
     checks += _index_checks(paths, config)
+    checks += tray_checks(config.tray.backend)
     return checks
+
+
+def tray_checks(configured: str, desktop: Any = None) -> list[dict[str, Any]]:
+    """The tray backend this session would get, and the system packages a menu still needs."""
+    from tray import backend_choice
+
+    desktop = desktop or backend_choice.probe()
+    choice = backend_choice.choose(configured, desktop)
+    if desktop.platform in ("darwin", "win32"):
+        return [_check("tray", "ok", f"{choice.backend}: menu available")]
+    setting = f"[tray] backend = {configured}"
+    if not desktop.display:
+        where = "no display here: the tray chooses when it starts in a desktop session"
+        if choice.missing:
+            return [_check("tray", "warn", f"{where}; it would have no menu: missing "
+                           f"{', '.join(choice.missing)} ({setting})", choice.install)]
+        return [_check("tray", "ok", f"{where}; menus available ({setting})")]
+    detail = f"{choice.backend} ({choice.reason}; {setting})"
+    if choice.menus:
+        return [_check("tray", "ok", detail)]
+    return [_check("tray", "warn", f"{detail}: missing {', '.join(choice.missing)}"
+                   if choice.missing else detail,
+                   choice.install or ("set [tray] backend = auto for a menu"
+                                      if configured == "xorg" else
+                                      "start a panel with a system tray"))]
 
 
 def _indexed_vaults(paths: Any) -> list[Path]:

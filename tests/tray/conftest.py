@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +148,194 @@ def desktop_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     return home
+
+
+# -- a desktop session for the menu backends: a private session bus and a real tray host ------
+DBUS_DAEMON = "/usr/bin/dbus-daemon"
+SNI_HOST = "/usr/bin/gtk-sni-tray-standalone"  # Debian: haskell-gtk-sni-tray-utils
+CI_PACKAGES = ("dbus-daemon haskell-gtk-sni-tray-utils gir1.2-ayatanaappindicator3-0.1 "
+               "gir1.2-gtk-3.0 libgirepository1.0-dev libcairo2-dev pkg-config")
+
+
+def require_menu_libraries() -> None:
+    """Skip without PyGObject and the typelibs, naming them; fail when the system has them
+    but ragd's environment has no PyGObject (then `make setup` went wrong)."""
+    import importlib.util
+
+    from tray.backend_choice import probe
+
+    desktop = probe({}, ask_session=False)
+    if importlib.util.find_spec("gi") is not None and desktop.gtk and desktop.appindicator:
+        return
+    built = subprocess.run(["pkg-config", "--exists", "gobject-introspection-1.0", "cairo"],
+                           capture_output=True).returncode == 0 if shutil.which("pkg-config") \
+        else False
+    if built and desktop.gtk and desktop.appindicator:
+        pytest.fail("the system has GTK, AppIndicator and PyGObject's build dependencies but "
+                    "ragd's environment has no PyGObject: `make setup` should have installed "
+                    "the tray-menus extra")
+    pytest.skip(f"the tray menu test needs PyGObject and GTK's typelibs: apt-get install "
+                f"{CI_PACKAGES}, then make setup")
+
+
+@pytest.fixture
+def session_bus() -> Iterator[str]:
+    """A private D-Bus session bus: its address."""
+    if not os.path.exists(DBUS_DAEMON):
+        pytest.skip(f"{DBUS_DAEMON} not found: apt-get install dbus-daemon")
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen([DBUS_DAEMON, "--session", "--nofork", "--nopidfile",
+                             f"--print-address={write_fd}"], pass_fds=(write_fd,),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(write_fd)
+    try:
+        ready, _, _ = select.select([read_fd], [], [], 30)
+        address = os.read(read_fd, 4096).decode().strip() if ready else ""
+        if not address:
+            pytest.fail("dbus-daemon did not print its address within 30 s")
+        yield address
+    finally:
+        os.close(read_fd)
+        stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen[Any]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def sni_host(xserver: str, session_bus: str, tmp_path: Path) -> Iterator[str]:
+    """gtk-sni-tray-standalone, a real StatusNotifier host (and watcher) on the private bus,
+    drawing its bar on the Xvfb display; yields the bus address once its host is registered."""
+    require_menu_libraries()
+    if not os.path.exists(SNI_HOST):
+        pytest.skip(f"{SNI_HOST} not found: apt-get install haskell-gtk-sni-tray-utils")
+    from daemon_proc import wait_for
+
+    env = {**os.environ, "DISPLAY": xserver, "DBUS_SESSION_BUS_ADDRESS": session_bus,
+           "NO_AT_BRIDGE": "1"}
+    with open(tmp_path / "sni-host.log", "wb") as log:
+        proc = subprocess.Popen([SNI_HOST, "--watcher", "--bottom"], env=env, stdout=log,
+                                stderr=log)
+    try:
+        with Bus(session_bus) as bus:
+            wait_for(lambda: bus.host_registered(), 30, "the StatusNotifier host to register")
+        yield session_bus
+    finally:
+        stop_process(proc)
+
+
+WATCHER = "org.kde.StatusNotifierWatcher"
+ITEM = "org.kde.StatusNotifierItem"
+DBUSMENU = "com.canonical.dbusmenu"
+
+
+@dataclass(frozen=True)
+class MenuNode:
+    """One item of a menu exported over com.canonical.dbusmenu."""
+
+    id: int
+    label: str
+    enabled: bool
+    toggle_state: int | None
+    children: tuple[MenuNode, ...]
+
+    def walk(self) -> Iterator[MenuNode]:
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def find(self, text: str) -> MenuNode | None:
+        return next((n for n in self.walk() if n.label.startswith(text)), None)
+
+    def labels(self) -> list[str]:
+        return [n.label for n in self.walk() if n.label]
+
+
+class Bus:
+    """The desktop's side of the StatusNotifierItem and dbusmenu protocols, over jeepney: what
+    a panel reads from the watcher and the item, and the events it sends when a user clicks."""
+
+    def __init__(self, address: str) -> None:
+        from jeepney.io.blocking import open_dbus_connection
+
+        self.conn = open_dbus_connection(bus=address)
+
+    def __enter__(self) -> Bus:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+    def call(self, bus_name: str, path: str, interface: str, method: str,
+             signature: str | None = None, body: tuple[Any, ...] = ()) -> tuple[Any, ...]:
+        from jeepney import DBusAddress, MessageType, new_method_call
+
+        address = DBusAddress(path, bus_name=bus_name, interface=interface)
+        reply = self.conn.send_and_get_reply(new_method_call(address, method, signature, body),
+                                             timeout=10)
+        if reply.header.message_type == MessageType.error:
+            raise RuntimeError(f"{interface}.{method}: {reply.body}")
+        return tuple(reply.body)
+
+    def prop(self, bus_name: str, path: str, interface: str, name: str) -> Any:
+        [(_sig, value)] = self.call(bus_name, path, "org.freedesktop.DBus.Properties", "Get",
+                                    "ss", (interface, name))
+        return value
+
+    def host_registered(self) -> bool:
+        try:
+            return bool(self.prop(WATCHER, "/StatusNotifierWatcher", WATCHER,
+                                  "IsStatusNotifierHostRegistered"))
+        except RuntimeError:  # the watcher is not up yet
+            return False
+
+    def items(self) -> list[tuple[str, str]]:
+        """(bus name, object path) of every registered item, as the watcher lists them."""
+        names = self.prop(WATCHER, "/StatusNotifierWatcher", WATCHER,
+                          "RegisteredStatusNotifierItems")
+        out = []
+        for name in names:
+            # "service/path", or a bare bus name (the item at the path it registered)
+            service, _, path = name.partition("/")
+            out.append((service, "/" + path if path else self._item_path(service)))
+        return out
+
+    def _item_path(self, service: str) -> str:
+        entries = self.prop(WATCHER, "/StatusNotifierWatcher", WATCHER, "RegisteredSNIEntries")
+        return next(path for name, path in entries if name == service)
+
+    def menu(self, service: str, menu_path: str) -> MenuNode:
+        _revision, layout = self.call(service, menu_path, DBUSMENU, "GetLayout", "iias",
+                                      (0, -1, []))
+        return self._node(layout)
+
+    def _node(self, layout: tuple[int, dict[str, Any], list[Any]]) -> MenuNode:
+        item_id, props, children = layout
+
+        def value(key: str, default: Any) -> Any:
+            return props[key][1] if key in props else default
+
+        # GTK's exporter keeps mnemonics: "__" stands for a literal underscore.
+        label = str(value("label", "")).replace("__", "\0").replace("_", "").replace("\0", "_")
+        toggle = value("toggle-state", None)
+        return MenuNode(item_id, label, bool(value("enabled", True)),
+                        None if toggle is None else int(toggle),
+                        tuple(self._node(child[1]) for child in children))
+
+    def click(self, service: str, menu_path: str, item_id: int) -> None:
+        """What a panel sends when the user clicks a menu item."""
+        self.call(service, menu_path, DBUSMENU, "AboutToShow", "i", (0,))
+        self.call(service, menu_path, DBUSMENU, "Event", "isvu",
+                  (item_id, "clicked", ("i", 0), 0))
+
+
+@pytest.fixture
+def desktop_bus(sni_host: str) -> Iterator[Bus]:
+    with Bus(sni_host) as bus:
+        yield bus

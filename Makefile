@@ -5,7 +5,7 @@ PIP     := $(PY) -m pip install --quiet --disable-pip-version-check
 VAULT   ?=
 export HF_HUB_OFFLINE := 1
 
-.PHONY: setup run test test-fast lint bench bench-full clean
+.PHONY: setup tray-menus run test test-fast lint bench bench-full clean
 
 setup: $(VENV)/.installed
 
@@ -22,8 +22,20 @@ $(VENV)/.installed: pyproject.toml
 	  echo "note: $(TORCH_INDEX) not reachable: torch comes from your default index"; \
 	  $(PIP) $$index torch==2.13.0
 	$(PIP) -e ".[dev]" --config-settings editable_mode=compat
+	$(if $(filter Linux,$(shell uname -s)),$(MENUS_IF_POSSIBLE))
 	$(PY) tests/test_install.py  # no CUDA packages came along
 	touch $@
+
+# The tray's menu on Linux: PyGObject, built against GTK's system libraries (docs/tray.md).
+# Installed where pkg-config finds them; elsewhere a note, and ragd works without a menu.
+MENU_LIBS := gobject-introspection-1.0 cairo
+MENUS_IF_POSSIBLE := if pkg-config --exists $(MENU_LIBS) 2>/dev/null; then \
+	  $(PIP) -e ".[tray-menus]" --config-settings editable_mode=compat || \
+	  echo "warning: PyGObject did not build: the tray will have no menu (ragd doctor)"; \
+	else echo "note: no PyGObject, so no tray menu: \`ragd doctor\` names the system packages"; fi
+
+tray-menus: setup  ## the tray's menu on Linux, once the system packages ragd doctor names are in
+	$(PIP) -e ".[tray-menus]" --config-settings editable_mode=compat
 
 run: setup  ## index your vault (found from Obsidian, or VAULT=path) and serve searches
 	$(VENV)/bin/ragd index $(VAULT)

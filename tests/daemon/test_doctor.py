@@ -72,3 +72,59 @@ def test_a_model_that_cannot_load_fails(monkeypatch: pytest.MonkeyPatch) -> None
     [check] = _model_checks(_config(monkeypatch, "sentence-transformers"), resolve_paths())
     assert check["status"] == "fail"
     assert check["detail"] == "all-MiniLM-L6-v2 on sentence-transformers: no such model folder"
+
+
+# -- the tray check -----------------------------------------------------------------------------
+def _desktop(**changes: Any) -> Any:
+    from dataclasses import replace
+
+    from tray.backend_choice import Desktop
+
+    full = Desktop(platform="linux", display=True, x11=True, sni_host=True, xembed_tray=False,
+                   gi=True, gtk=True, appindicator=True, family="apt")
+    return replace(full, **changes)
+
+
+def test_tray_without_the_libraries_warns_with_the_install_command() -> None:
+    from daemon.cli.doctor import tray_checks
+
+    bare = {"gi": False, "gtk": False, "appindicator": False}
+    [check] = tray_checks("auto", _desktop(**bare))
+    assert check["status"] == "warn"
+    assert check["detail"] == (
+        "xorg (PyGObject is not installed: the icon has no menu; [tray] backend = auto): "
+        "missing libgirepository1.0-dev, libcairo2-dev, pkg-config, python3-dev, gcc, "
+        "gir1.2-gtk-3.0, gir1.2-ayatanaappindicator3-0.1")
+    assert check["hint"].startswith("sudo apt install libgirepository1.0-dev libcairo2-dev "
+                                    "pkg-config python3-dev gcc gir1.2-gtk-3.0 "
+                                    "gir1.2-ayatanaappindicator3-0.1 && ")
+    assert check["hint"].endswith(" -m pip install 'PyGObject>=3.42,<3.51'")
+    # Fedora's names, and the same warning on a server without a display.
+    [check] = tray_checks("auto", _desktop(family="dnf", display=False, x11=False, **bare))
+    assert check["status"] == "warn"
+    assert "no menu: missing gobject-introspection-devel" in check["detail"]
+    assert check["hint"].startswith("sudo dnf install gobject-introspection-devel ")
+
+
+def test_tray_with_a_host_and_the_libraries_is_ok() -> None:
+    from daemon.cli.doctor import tray_checks
+
+    assert tray_checks("auto", _desktop()) == [{
+        "name": "tray", "status": "ok", "hint": "",
+        "detail": "appindicator (a StatusNotifier host is running; [tray] backend = auto)"}]
+    [check] = tray_checks("gtk", _desktop(xembed_tray=True))
+    assert check["detail"].startswith("gtk (set in the configuration")
+    [check] = tray_checks("xorg", _desktop())
+    assert (check["status"], check["hint"]) == ("warn", "set [tray] backend = auto for a menu")
+    [check] = tray_checks("auto", _desktop(platform="darwin", gi=False))
+    assert (check["status"], check["detail"]) == ("ok", "darwin: menu available")
+
+
+def test_doctor_runs_the_tray_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    from daemon.cli import doctor
+
+    monkeypatch.setattr(doctor, "_model_checks", lambda config, paths: [])
+    monkeypatch.setenv("RAGD_TRAY_BACKEND", "gtk")
+    checks = doctor.run_checks()
+    [tray] = [c for c in checks if c["name"] == "tray"]
+    assert "[tray] backend = gtk" in tray["detail"]

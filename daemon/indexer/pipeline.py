@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
+import os
 import threading
 import time
 import traceback
@@ -19,11 +20,27 @@ from pathlib import Path
 
 from daemon.embed.embedding import Embedder
 from daemon.errors import Interrupted
+from daemon.indexer.containers import plan_containers
 from daemon.indexer.reconcile import Plan, reconcile
 from daemon.models import Document, FileState, Skip
-from daemon.sources.base import SourceKind, read_source_bytes, sha256_file
+from daemon.sources.base import (
+    ContainerKind,
+    Entry,
+    SourceKind,
+    read_source_bytes,
+    sha256_file,
+)
+from daemon.sources.files import prefix_fingerprint
 from daemon.stores import IndexStore
-from daemon.stores.catalog import Catalog, Collection, SourceUpdate, date_int, text_hash
+from daemon.stores.catalog import (
+    Catalog,
+    Collection,
+    ContainerRecord,
+    KeyedRecord,
+    SourceUpdate,
+    date_int,
+    text_hash,
+)
 from daemon.text.chunking import chunk_markdown
 from daemon.text.properties import properties_chunks
 
@@ -94,7 +111,6 @@ class IndexReport:
 
 @dataclass
 class _Parsed:
-    file: FileState
     sha256: str
     doc: Document
     update: SourceUpdate | None = None
@@ -115,7 +131,8 @@ class Indexer:
         self.lock = threading.RLock()
 
     # -- the sync pass ------------------------------------------------------------------------
-    def sync(self, coll: Collection, kind: SourceKind, *, paths: Sequence[str] | None = None,
+    def sync(self, coll: Collection, kind: SourceKind | ContainerKind, *,
+             paths: Sequence[str] | None = None,
              force: bool = False, max_entries: int | None = None) -> IndexReport:
         """Bring one collection in line with the disk (all of it, or the given paths).
 
@@ -126,6 +143,10 @@ class Indexer:
         report = IndexReport(coll.name)
         root = Path(coll.root)
         self.on_progress(Progress(coll.name, "scan"))
+        if isinstance(kind, ContainerKind):
+            self._sync_containers(coll, kind, root, report, paths=paths, force=force,
+                                  max_entries=max_entries)
+            return self._finish(coll, report, started)
         t0 = time.perf_counter()
         walked = kind.walk(root, should_stop=self.should_stop, max_entries=max_entries)
         disk = walked.files
@@ -152,6 +173,9 @@ class Indexer:
             t0 = time.perf_counter()
             self.save()
             report.add_stage("write_faiss", time.perf_counter() - t0)
+        return self._finish(coll, report, started)
+
+    def _finish(self, coll: Collection, report: IndexReport, started: float) -> IndexReport:
         # The summary shows every file that is skipped or warned about now, not only those
         # looked at in this pass, so a second run still tells the whole story.
         report.skipped_files = []
@@ -166,6 +190,128 @@ class Indexer:
         self.on_progress(Progress(coll.name, "done", report.processed, report.planned,
                                   report.embedded))
         return report
+
+    def _sync_containers(self, coll: Collection, kind: ContainerKind, root: Path,
+                         report: IndexReport, *, paths: Sequence[str] | None, force: bool,
+                         max_entries: int | None) -> None:
+        """Reconcile a collection of containers in two steps (decision 0015): which containers
+        changed, then which documents the changed ones hold now. A document whose key is known
+        with the same content is not embedded again, wherever it is found."""
+        t0 = time.perf_counter()
+        walked = kind.walk(root, should_stop=self.should_stop, max_entries=max_entries)
+        blind = {rel for rel, _ in walked.skipped}
+        blind_dirs = tuple(rel + "/" for rel in blind)
+        disk = walked.files
+        known = [c for c in self.catalog.container_records(coll.id)
+                 if c.path not in blind and not c.path.startswith(blind_dirs)]
+        if paths is not None:
+            wanted = set(paths)
+            prefixes = tuple(p.rstrip("/") + "/" for p in paths if p) or ("",)
+            disk = [f for f in disk if f.path in wanted or f.path.startswith(prefixes)]
+            known = [c for c in known if c.path in wanted or c.path.startswith(prefixes)]
+
+        def fingerprint(rel: str, upto: int) -> str | None:
+            if self.should_stop():
+                raise Interrupted(f"checking {root} was interrupted")
+            return prefix_fingerprint(root, rel, upto)
+
+        plan = plan_containers(disk, known, fingerprint, kind.appendable, force=force)
+        report.add_stage("scan", time.perf_counter() - t0)
+        report.total_found = len(disk) + len(walked.skipped)
+        report.unchanged = plan.unchanged
+        with self.lock:
+            self._record_walk_skips(coll, walked.skipped, report, paths)
+            self.catch_up()
+            keyed = self.catalog.keyed_sources(coll.id)
+            reread = plan.reread
+            self.catalog.forget_copies(coll.id, [f.path for _, f in plan.rewritten])
+            todo = plan.to_read
+            report.planned = len(todo)
+            seen: set[str] = set()
+            group: list[_Parsed] = []
+            done: list[ContainerRecord] = []  # recorded with the group holding their last doc
+            copies: list[tuple[str, str, str]] = []  # second sightings of new documents
+            last: list[ContainerRecord] = []  # rewritten: recorded when their losses are
+            pending = 0
+            for n, (f, start) in enumerate(todo, 1):
+                end = start
+                for entry in kind.entries(root, f.path, start):
+                    if self.should_stop():
+                        self._flush(coll, group, report, done, copies)
+                        raise Interrupted(f"indexing {coll.name} was interrupted")
+                    end = max(end, entry.end)
+                    parsed = self._entry(coll, kind, root, f, entry, keyed, seen, reread,
+                                         report, force, copies)
+                    if parsed is not None:
+                        group.append(parsed)
+                        pending += len(parsed.update.chunks) if parsed.update else 0
+                    if pending >= WINDOW_CHUNKS or len(group) >= GROUP_SOURCES:
+                        self._flush(coll, group, report, done, copies)
+                        group, pending, done, copies = [], 0, [], []
+                        self.on_progress(Progress(coll.name, "index", n - 1, len(todo),
+                                                  report.embedded))
+                record = ContainerRecord(f.path, f.size, f.mtime_ns,
+                                         prefix_fingerprint(root, f.path, end) or "", end)
+                (last if f.path in reread else done).append(record)
+                report.processed += 1
+            self._flush(coll, group, report, done, copies)
+            if self.should_stop():
+                raise Interrupted(f"indexing {coll.name} was interrupted")
+            lost = [k for k, r in keyed.items() if r.container in reread and k not in seen]
+            moved, deleted, chunks = self.catalog.finish_containers(
+                coll.id, lost, [c.path for c in plan.gone], last,
+                lambda key, c, loc: kind.location_metadata(root, key, c, loc))
+            report.moved += moved
+            report.deleted += deleted
+            report.chunks_deleted += chunks
+            self.catch_up(report)
+            self.on_progress(Progress(coll.name, "index", len(todo), len(todo), report.embedded))
+            self.catalog.mark_indexed(coll.id)
+            t0 = time.perf_counter()
+            self.save()
+            report.add_stage("write_faiss", time.perf_counter() - t0)
+
+    def _entry(self, coll: Collection, kind: ContainerKind, root: Path, f: FileState,
+               entry: Entry, keyed: dict[str, KeyedRecord], seen: set[str], reread: set[str],
+               report: IndexReport, force: bool, copies: list[tuple[str, str, str]]
+               ) -> _Parsed | None:
+        """Step two for one document: unchanged, a copy, a move, or read and chunked."""
+        rec = keyed.get(entry.key)
+        if entry.key in seen:  # the same document twice in one pass (two folders)
+            if rec is None:  # new in this pass: recorded with the group that commits it
+                copies.append((entry.key, f.path, entry.locator))
+            elif (rec.container, rec.locator) != (f.path, entry.locator):
+                self.catalog.add_copy(rec.id, f.path, entry.locator)
+            return None
+        seen.add(entry.key)
+        if rec is not None and not force and rec.status == "ok" and entry.content_hash \
+                and rec.sha256 == entry.content_hash:
+            if (rec.container, rec.locator) == (f.path, entry.locator):
+                return None  # unchanged
+            if rec.container != f.path and rec.container not in reread and \
+                    os.path.lexists(os.path.join(root, *rec.container.split("/"))):
+                # Its own container still holds it (or was not looked at in this pass).
+                self.catalog.add_copy(rec.id, f.path, entry.locator)
+                return None
+            self.catalog.relocate_source(rec.id, f.path, entry.locator, entry.location)
+            report.moved += 1
+            return None
+        t0 = time.perf_counter()
+        try:
+            doc = entry.load()
+        except Exception as exc:  # one broken message never stops a mailbox
+            doc = self._unexpected(entry.key, exc, report)
+        report.add_stage("read", time.perf_counter() - t0)
+        if isinstance(doc, Skip):
+            self.catalog.record_skip(coll.id, entry.key, code=doc.code, detail=doc.detail,
+                                     size=f.size, mtime_ns=f.mtime_ns, container=f.path,
+                                     locator=entry.locator)
+            report.skipped[doc.code] = report.skipped.get(doc.code, 0) + 1
+            report.skipped_files.append((entry.key, doc.code, doc.detail))
+            return None
+        return self._build(coll, entry.key, doc, dict(doc.metadata), entry.content_hash,
+                           f.size, f.mtime_ns, report, container=f.path,
+                           locator=entry.locator)
 
     def _hash(self, root: Path, rel: str) -> str | None:
         if self.should_stop():
@@ -251,7 +397,15 @@ class Indexer:
             report.skipped[doc.code] = report.skipped.get(doc.code, 0) + 1
             report.skipped_files.append((f.path, doc.code, doc.detail))
             return None
-        report.warnings.extend((f.path, w) for w in doc.warnings)
+        meta = self._metadata(kind, root, f.path, doc)
+        return self._build(coll, f.path, doc, meta, sha, f.size, f.mtime_ns, report)
+
+    def _build(self, coll: Collection, path: str, doc: Document, meta: dict[str, object],
+               sha: str, size: int, mtime_ns: int, report: IndexReport, *,
+               container: str | None = None, locator: str = "") -> _Parsed | None:
+        """Chunk a parsed document into its catalog update (None when chunking failed: the
+        source is recorded as skipped)."""
+        report.warnings.extend((path, w) for w in doc.warnings)
         t0 = time.perf_counter()
         try:
             count, limit = self.embedder.count_tokens, self.embedder.max_tokens
@@ -260,23 +414,23 @@ class Indexer:
             chunks += properties_chunks(doc, has_body=bool(chunks), count_tokens=count,
                                         max_tokens=limit)
         except Exception as exc:
-            skip = self._unexpected(f.path, exc, report)
-            self.catalog.record_skip(coll.id, f.path, code=skip.code, detail=skip.detail,
-                                     size=f.size, mtime_ns=f.mtime_ns, sha256=sha)
+            skip = self._unexpected(path, exc, report)
+            self.catalog.record_skip(coll.id, path, code=skip.code, detail=skip.detail,
+                                     size=size, mtime_ns=mtime_ns, sha256=sha,
+                                     container=container, locator=locator)
             return None
         report.add_stage("chunk", time.perf_counter() - t0)
         if chunks and chunks[0].ordinal >= 0:
             report.body_notes += 1
         elif chunks:
             report.metadata_only_notes += 1
-        date = date_int(doc.date) or _mtime_date(f.mtime_ns)
-        meta = self._metadata(kind, root, f.path, doc)
+        date = date_int(doc.date) or _mtime_date(mtime_ns)
         update = SourceUpdate(
-            path=f.path, size=f.size, mtime_ns=f.mtime_ns, sha256=sha, title=doc.title,
+            path=path, size=size, mtime_ns=mtime_ns, sha256=sha, title=doc.title,
             source_type=doc.source_type, date=date, metadata=meta,
             tags=tuple(str(t) for t in doc.metadata.get("tags", ())), warnings=doc.warnings,
-            chunks=tuple(chunks))
-        return _Parsed(f, sha, doc, update)
+            chunks=tuple(chunks), container=container, locator=locator)
+        return _Parsed(sha, doc, update)
 
     @staticmethod
     def _unexpected(path: str, exc: Exception, report: IndexReport) -> Skip:
@@ -285,7 +439,9 @@ class Indexer:
         report.errors.append((path, f"{type(exc).__name__}: {exc} [{ref}]"))
         return Skip("parse_error", f"{type(exc).__name__}: {exc} (log ref {ref})")
 
-    def _flush(self, coll: Collection, group: Sequence[_Parsed], report: IndexReport) -> None:
+    def _flush(self, coll: Collection, group: Sequence[_Parsed], report: IndexReport,
+               containers: Sequence[ContainerRecord] = (),
+               copies: Sequence[tuple[str, str, str]] = ()) -> None:
         fp = self.embedder.fingerprint
         updates = [p.update for p in group if p.update is not None]
         texts: dict[str, str] = {}
@@ -308,7 +464,8 @@ class Indexer:
             self.on_progress(Progress(coll.name, "index", report.processed - len(group),
                                       report.planned, report.embedded))
         t0 = time.perf_counter()
-        written, deleted = self.catalog.commit_sources(coll.id, updates, fp, {})
+        written, deleted = self.catalog.commit_sources(coll.id, updates, fp, {}, containers,
+                                                       copies)
         report.add_stage("commit", time.perf_counter() - t0)
         report.chunks_written += written
         report.chunks_deleted += deleted

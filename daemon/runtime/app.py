@@ -30,7 +30,9 @@ log = logging.getLogger(__name__)
 
 SYSTEM_DESCRIPTIONS = {
     "obsidian": "Obsidian vault notes (markdown with tags, aliases and wikilinks)",
+    "email": "Mail messages (Maildir, mbox, .eml) with sender, recipients, date and folder",
 }
+_MAIL_ONLY = "mail_only:"  # catalog meta key prefix: the one file a mail collection reads
 
 
 def vault_roots(config: Config) -> list[Path]:
@@ -131,7 +133,31 @@ class App:
 
     # -- collections --------------------------------------------------------------------------
     def register_system_collections(self) -> list[Collection]:
-        """Register the configured (or discovered) vaults: the first is `obsidian`."""
+        """Register the configured (or discovered) vaults, the first as `obsidian`, and the
+        configured mail paths, the first as `email`."""
+        return self._register_vaults() + self._register_mail()
+
+    def _register_mail(self) -> list[Collection]:
+        """Each path of ``[email] paths`` is a collection: `email`, then `email-<name>`. A path
+        that is a file (an mbox, an .eml) is read alone from its folder. Thunderbird folders
+        found on the machine are only offered (``ragd doctor``), never indexed unasked."""
+        out: list[Collection] = []
+        if not self.config.email.enabled:
+            return out
+        for n, raw in enumerate(self.config.email.paths):
+            path = Path(raw).expanduser().resolve()
+            if not path.exists():
+                log.warning("[email] paths: %s does not exist; skipped", path)
+                continue
+            name = "email" if n == 0 else f"email-{_slug(path.name)}"
+            root = path if path.is_dir() else path.parent
+            out.append(self.catalog.ensure_collection(
+                name, type="system", kind="mail", root=str(root),
+                description=f"{SYSTEM_DESCRIPTIONS['email']}: {path}"))
+            self.catalog.set_meta(_MAIL_ONLY + name, "" if path.is_dir() else path.name)
+        return out
+
+    def _register_vaults(self) -> list[Collection]:
         out: list[Collection] = []
         if not self.config.obsidian.enabled:
             return out
@@ -198,7 +224,13 @@ class App:
                 "metadata_only_count": st["metadata_only_count"],
                 "source_types": st["source_types"],
                 "sample_titles": self.catalog.sample_titles(c.id),
-                "root": c.root, "skipped_count": st["skipped_count"], "skips": st["skips"]}
+                "root": c.root, "skipped_count": st["skipped_count"], "skips": st["skips"],
+                **(self._mail_info(c) if c.kind == "mail" else {})}
+
+    def _mail_info(self, c: Collection) -> dict[str, Any]:
+        """What rag_collection_info adds for mail: folders, message counts, the date range."""
+        stats = self.catalog.container_stats(c.id)
+        return {"message_count": sum(f["count"] for f in stats["folders"]), **stats}
 
     def collection(self, name: str) -> Collection:
         coll = self.catalog.collection(check_name(name))
@@ -216,7 +248,8 @@ class App:
         if not root.is_dir():
             raise ConfigError(f"the folder of collection {coll.name!r} does not exist: {root}",
                               "check the path in config.toml, or remount the drive")
-        kind = kind_for(coll.kind, self.config.index.exclude, self.documents, root)
+        only = self.catalog.get_meta(_MAIL_ONLY + coll.name) or None
+        kind = kind_for(coll.kind, self.config.index.exclude, self.documents, root, only=only)
         reembed = self.reembed_needed and paths is None
         report = self.indexer.sync(coll, kind, paths=paths, force=force or reembed,
                                    max_entries=self.max_files(coll))

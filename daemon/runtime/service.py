@@ -203,7 +203,7 @@ class Daemon:
             return False
         try:
             self._watcher = Watcher(self.watch_roots, self.config.index.exclude, self.on_hints,
-                                    self.config.daemon.debounce_ms)
+                                    self.config.daemon.debounce_ms, self.mail_collections)
             self._watcher.start()
             # Catch up with what changed while the daemon was off.
             self._catch_up = self.enqueue_all(SWEEP)
@@ -293,6 +293,11 @@ class Daemon:
         if self.app is None:
             return {}
         return {c.name: c.root for c in self.app.catalog.collections()}
+
+    def mail_collections(self) -> set[str]:
+        if self.app is None:
+            return set()
+        return {c.name for c in self.app.catalog.collections() if c.kind == "mail"}
 
     def on_hints(self, hints: Mapping[str, set[str]]) -> None:
         for name, rels in hints.items():

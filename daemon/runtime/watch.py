@@ -9,16 +9,17 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 log = logging.getLogger(__name__)
 
 
-def is_ignored(rel: str, exclude: Sequence[str]) -> bool:
-    """Hidden names, excluded names and editor temp files never produce hints."""
+def is_ignored(rel: str, exclude: Sequence[str], *, hidden: bool = False) -> bool:
+    """Hidden names (unless ``hidden``: Maildir++ folders are '.Sent'), excluded names and
+    editor temp files never produce hints."""
     for part in PurePosixPath(rel).parts:
-        if part.startswith(".") or part in exclude:
+        if (part.startswith(".") and not hidden) or part in exclude:
             return True
     name = PurePosixPath(rel).name
     return (name.endswith(("~", ".swp", ".swo", ".tmp", ".crdownload"))
@@ -26,11 +27,13 @@ def is_ignored(rel: str, exclude: Sequence[str]) -> bool:
 
 
 def hints_from_changes(changes: Iterable[tuple[object, str]], roots: Mapping[str, str],
-                       exclude: Sequence[str]) -> dict[str, set[str]]:
+                       exclude: Sequence[str], hidden_ok: Collection[str] = ()
+                       ) -> dict[str, set[str]]:
     """Map raw (change, absolute path) events to {collection: {relative path or folder}}.
 
     ``roots`` maps collection name to its absolute root. The longest matching root wins, so
-    a project folder inside the vault gets its own hints.
+    a project folder inside the vault gets its own hints. Collections in ``hidden_ok`` (mail)
+    get hints for hidden names too.
     """
     ordered = sorted(roots.items(), key=lambda kv: len(kv[1]), reverse=True)
     out: dict[str, set[str]] = {}
@@ -41,7 +44,7 @@ def hints_from_changes(changes: Iterable[tuple[object, str]], roots: Mapping[str
                 rel = os.path.relpath(path, root).replace(os.sep, "/")
                 if rel == ".":
                     rel = ""
-                if rel and not is_ignored(rel, exclude):
+                if rel and not is_ignored(rel, exclude, hidden=name in hidden_ok):
                     out.setdefault(name, set()).add(rel)
                 elif not rel:
                     out.setdefault(name, set()).add("")  # the root itself: look at everything
@@ -53,8 +56,10 @@ class Watcher:
     """A thread running watchfiles over every collection root, restarted when roots change."""
 
     def __init__(self, roots: Callable[[], dict[str, str]], exclude: Sequence[str],
-                 on_hints: Callable[[dict[str, set[str]]], None], debounce_ms: int) -> None:
+                 on_hints: Callable[[dict[str, set[str]]], None], debounce_ms: int,
+                 hidden_ok: Callable[[], set[str]] = set) -> None:
         self._roots = roots
+        self._hidden_ok = hidden_ok
         self._exclude = tuple(exclude)
         self._on_hints = on_hints
         self._debounce = max(1, debounce_ms)
@@ -88,6 +93,7 @@ class Watcher:
             roots = {n: str(Path(r).resolve()) for n, r in self._roots().items()
                      if Path(r).is_dir()}
             self.watching = roots
+            hidden = self._hidden_ok()
             if not roots:
                 self.ready.set()
                 restart.wait(timeout=5)
@@ -103,7 +109,7 @@ class Watcher:
                     self.ready.set()
                     if not changes:
                         continue
-                    hints = hints_from_changes(changes, roots, self._exclude)
+                    hints = hints_from_changes(changes, roots, self._exclude, hidden)
                     if hints:
                         self._on_hints(hints)
             except Exception:  # a watcher failure must not take the daemon down

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from daemon.models import Document, Skip
 from daemon.sources.files import WalkResult, read_bytes, sha256_inside, walk_vault
@@ -27,6 +28,44 @@ class SourceKind(Protocol):
     def uri(self, root: Path, rel: str) -> str: ...
 
     def max_bytes(self, rel: str, default: int) -> int: ...
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One document found in a container (decision 0015).
+
+    ``key`` is its lasting identity (a Message-ID), ``locator`` where it is in the container
+    (an mbox byte offset; "" for a one-document file), ``content_hash`` what decides whether it
+    changed. ``load`` builds the ``Document`` (or says why not) and is called only for new and
+    changed documents: converting attachments costs more than reading. ``location`` is the
+    metadata that depends on where it was found (its folder), refreshed on a move.
+    """
+
+    key: str
+    locator: str
+    content_hash: str
+    end: int  # the byte offset just after it in its container
+    load: Callable[[], Document | Skip]
+    location: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class ContainerKind(Protocol):
+    """A kind whose files hold documents with keys of their own: mail (a message, keyed by
+    its Message-ID), and after it books and feed entries. The vault and folder kinds are the
+    case of one document per file keyed by its path, and keep ``SourceKind``."""
+
+    kind: str
+
+    def walk(self, root: Path, *, should_stop: Callable[[], bool] | None = None,
+             max_entries: int | None = None) -> WalkResult: ...
+
+    def appendable(self, rel: str) -> bool: ...
+
+    def entries(self, root: Path, rel: str, start: int) -> Iterator[Entry]: ...
+
+    def location_metadata(self, root: Path, key: str, container: str,
+                          locator: str) -> dict[str, Any]: ...
 
 
 def read_source_bytes(root: Path, rel: str, max_bytes: int) -> bytes | Skip:
@@ -111,9 +150,15 @@ class FolderKind(_DocumentsMixin):
 
 
 def kind_for(name: str, exclude: Sequence[str], docs: Documents | None = None,
-             root: Path | None = None) -> SourceKind:
+             root: Path | None = None, *, only: str | None = None
+             ) -> SourceKind | ContainerKind:
     """The kind of a collection; with ``docs`` (and the collection's ``root``) it also reads
-    the documents beside the notes."""
+    the documents beside the notes (and mail attachments). ``only`` limits a mail collection
+    to one file of its root (an mbox or .eml configured by itself)."""
+    if name == "mail":
+        from daemon.sources.mailkind import MailKind
+
+        return MailKind(docs, only=only)
     if name == "vault":
         return VaultKind(exclude, docs, root)
     if name == "folder":

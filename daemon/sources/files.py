@@ -284,3 +284,31 @@ def sha256_inside(root: str | os.PathLike[str], rel: str) -> str | None:
     except OSError:
         return None
     return h.hexdigest()
+
+
+FINGERPRINT_WINDOW = 64 * 1024
+
+
+def prefix_fingerprint(root: str | os.PathLike[str], rel: str, upto: int) -> str | None:
+    """A hash of the first ``upto`` bytes of ``root/rel``, from its first and last 64 KiB only:
+    whether a file that grew kept what was read before (an mbox appended to) or was rewritten
+    (compacted, a message deleted: every later byte shifts). Reading a whole multi-GB mailbox
+    on every delivery would cost more than re-reading it. None when it cannot be read."""
+    opened = open_inside(root, rel)
+    if isinstance(opened, Skip):
+        return None
+    h = hashlib.sha256(str(upto).encode())
+    try:
+        with os.fdopen(opened[0], "rb") as fh:
+            h.update(fh.read(min(upto, FINGERPRINT_WINDOW)))
+            if upto > FINGERPRINT_WINDOW:
+                fh.seek(max(FINGERPRINT_WINDOW, upto - FINGERPRINT_WINDOW))
+                tail = fh.read(upto - fh.tell())
+                h.update(tail)
+                if fh.tell() < upto:
+                    return None  # shorter than it was
+            elif fh.tell() < upto:
+                return None
+    except OSError:
+        return None
+    return h.hexdigest()

@@ -32,6 +32,7 @@ MAX_ATTACHMENTS = 50
 MAX_RECIPIENTS = 100
 MAX_HEADER_CHARS = 16_384  # of any one header: a To: line of 100,000 addresses is cut here
 MAX_PARTS = 500  # MIME parts looked at; the rest of a message of 20,000 parts is not read
+MAX_BODY_CHARS = 2_000_000  # of text body: a 50 MB log pasted into a mail is cut here
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,8 @@ def parse_message(data: bytes, *, html_to_text: HtmlToText) -> MailMessage | Ski
         msg = email.message_from_bytes(data, policy=email.policy.compat32)
     except Exception as exc:  # the parser is lenient; this is a last resort
         return Skip("parse_error", f"not a mail message: {type(exc).__name__}: {exc}")
+    if not msg.keys():
+        return Skip("not_mail", "no mail headers: not a mail message")
     warnings: list[str] = []
     try:
         headers = _headers(msg, warnings)
@@ -226,7 +229,8 @@ def _content(msg: Message, html_to_text: HtmlToText, warnings: list[str]
                 attachments.append(Attachment(filename or "attachment", ctype,
                                               payload if isinstance(payload, bytes) else b""))
             continue
-        if ctype == "text/plain":
+        if ctype == "text/plain" or ctype.startswith("multipart/"):
+            # A multipart whose boundary never appears is left as one text: read it as such.
             plain.append(_text_of(part, warnings))
         elif ctype == "text/html":
             html.append(_text_of(part, warnings))
@@ -236,6 +240,9 @@ def _content(msg: Message, html_to_text: HtmlToText, warnings: list[str]
         body = "\n\n".join(html_to_text(h).strip("\n") for h in html)
     else:
         body = ""
+    if len(body) > MAX_BODY_CHARS:
+        warnings.append("body_truncated")
+        body = body[:MAX_BODY_CHARS]
     return body.replace("\r\n", "\n"), attachments
 
 
@@ -273,9 +280,10 @@ def trim_quoted(body: str) -> str:
     for i, line in enumerate(lines):
         if line.lstrip().startswith(">"):
             continue
-        nxt = next((ln for ln in lines[i + 1 :] if ln.strip()), "")
-        if _ATTRIBUTION.fullmatch(line.strip()) and nxt.lstrip().startswith(">"):
-            continue
+        if _ATTRIBUTION.fullmatch(line.strip()):
+            nxt = next((ln for ln in lines[i + 1 : i + 50] if ln.strip()), "")
+            if nxt.lstrip().startswith(">"):
+                continue
         kept.append(line)
     out = re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
     return out or body.strip()

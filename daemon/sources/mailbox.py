@@ -26,6 +26,7 @@ class MboxMessage:
     offset: int  # where its "From " line starts
     end: int  # where the next message (or the file) starts
     data: bytes  # without the "From " separator line
+    skip: Skip | None = None  # why the message is not read (then ``data`` is empty)
 
 
 _FROM = re.compile(rb"From \S")
@@ -66,10 +67,10 @@ def read_mbox(root: str | os.PathLike[str], rel: str, start: int = 0
             yield _message(offset, pos, lines, too_big)
 
 
-def _message(offset: int, end: int, lines: list[bytes], too_big: bool) -> MboxMessage | Skip:
+def _message(offset: int, end: int, lines: list[bytes], too_big: bool) -> MboxMessage:
     if too_big:
-        return Skip("too_large", f"message at byte {offset:,} is over "
-                    f"{MAX_MESSAGE_BYTES:,} bytes")
+        return MboxMessage(offset, end, b"", Skip("too_large", f"message at byte {offset:,} is"
+                                                  f" over {MAX_MESSAGE_BYTES:,} bytes"))
     return MboxMessage(offset, end, b"".join(lines))
 
 
@@ -104,10 +105,15 @@ def could_be_mail(name: str) -> bool:
     return not (name in _NOT_MAIL_NAMES or lower.endswith(_NOT_MAIL_SUFFIXES))
 
 
-def mail_folder(rel: str) -> str:
+def mail_folder(rel: str, *, mbox: bool = False) -> str:
     """The folder a person sees: Maildir's cur/new dropped, Maildir++ '.A.B' as 'A/B', an mbox
     file's name without '.mbox' (Thunderbird's 'Inbox.sbd/Work' as 'Inbox/Work')."""
-    parts = rel.split("/")[:-1]
+    parts = rel.split("/")
+    if mbox:
+        name = parts[-1]
+        parts[-1] = name[:-5] if name.lower().endswith(".mbox") else name
+    else:
+        parts = parts[:-1]
     if parts and parts[-1] in ("cur", "new"):
         parts = parts[:-1]
     out: list[str] = []
@@ -180,5 +186,6 @@ def list_mail(root: str | os.PathLike[str], *, should_stop: Callable[[], bool] |
             if kind.code != "not_mail":
                 skipped.append((f.path, kind))
             continue
-        files.append(MailFile(f.path, kind, mail_folder(f.path), f.size, f.mtime_ns))
+        files.append(MailFile(f.path, kind, mail_folder(f.path, mbox=kind == "mbox"),
+                              f.size, f.mtime_ns))
     return files, skipped

@@ -13,7 +13,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +25,7 @@ from daemon.models import ChunkDraft, SourceRecord
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -86,7 +86,34 @@ CREATE TABLE IF NOT EXISTS ops (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     chunk_id INTEGER NOT NULL
 );
+-- Files that hold many documents (an mbox, a Maildir message, a book's folder): how far each
+-- was read (decision 0015). A container row is written only together with its documents.
+CREATE TABLE IF NOT EXISTS containers (
+    collection_id INTEGER NOT NULL REFERENCES collections(id),
+    path TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    fingerprint TEXT NOT NULL,     -- of the bytes up to read_to: tells "grown" from "rewritten"
+    read_to INTEGER NOT NULL,      -- byte offset read so far (the size, for one-document files)
+    PRIMARY KEY (collection_id, path)
+) WITHOUT ROWID;
+-- Where else a document with the same key was seen (the same message in two folders): when
+-- its own container loses it, it moves to a copy instead of being deleted.
+CREATE TABLE IF NOT EXISTS source_copies (
+    source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+    container TEXT NOT NULL,
+    locator TEXT NOT NULL,
+    PRIMARY KEY (source_id, container, locator)
+) WITHOUT ROWID;
 """
+
+# Columns added after version 1, with what an older catalog gets (ALTER TABLE ADD COLUMN).
+_ADDED_COLUMNS = (
+    # For documents read from a container: the container's path and where in it (an mbox
+    # offset). ``path`` then holds the document's key (a Message-ID), not a file path.
+    ("sources", "container", "TEXT"),
+    ("sources", "locator", "TEXT NOT NULL DEFAULT ''"),
+)
 
 
 def text_hash(text: str) -> str:
@@ -121,6 +148,32 @@ class SourceUpdate:
     tags: tuple[str, ...]
     warnings: tuple[str, ...]
     chunks: tuple[ChunkDraft, ...]
+    container: str | None = None  # for a document read from a container (decision 0015)
+    locator: str = ""
+
+
+@dataclass(frozen=True)
+class ContainerRecord:
+    """How far a container was read (the ``containers`` table)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    fingerprint: str
+    read_to: int
+
+
+@dataclass(frozen=True)
+class KeyedRecord:
+    """A document read from a container, as reconcile needs it: its key (``sources.path``),
+    where it was read from and the hash of its content."""
+
+    id: int
+    key: str
+    container: str
+    locator: str
+    sha256: str
+    status: str
 
 
 @dataclass(frozen=True)
@@ -157,9 +210,19 @@ class Catalog:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
+        self._add_columns()
         stored = self.get_meta("schema_version")
-        if stored is None:
+        if stored is None or int(stored) < SCHEMA_VERSION:
             self.set_meta("schema_version", str(SCHEMA_VERSION))
+
+    def _add_columns(self) -> None:
+        for table, column, decl in _ADDED_COLUMNS:
+            have = {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+        self._db.execute("CREATE INDEX IF NOT EXISTS sources_container"
+                         " ON sources (collection_id, container)")
+        self._db.commit()
 
     def close(self) -> None:
         self._db.close()
@@ -347,7 +410,8 @@ class Catalog:
 
     def record_skip(
         self, collection_id: int, path: str, *, code: str, detail: str,
-        size: int = 0, mtime_ns: int = 0, sha256: str = "",
+        size: int = 0, mtime_ns: int = 0, sha256: str = "", container: str | None = None,
+        locator: str = "",
     ) -> None:
         """Store a skipped file (dropping any chunks an earlier version had)."""
         with self.transaction() as db:
@@ -361,13 +425,16 @@ class Catalog:
                 self._journal(db, ids)
             db.execute(
                 "INSERT INTO sources (collection_id, path, size, mtime_ns, sha256, status,"
-                " skip_code, skip_detail, indexed_at) VALUES (?, ?, ?, ?, ?, 'skipped', ?, ?, ?)"
+                " skip_code, skip_detail, indexed_at, container, locator)"
+                " VALUES (?, ?, ?, ?, ?, 'skipped', ?, ?, ?, ?, ?)"
                 " ON CONFLICT(collection_id, path) DO UPDATE SET size=excluded.size,"
                 " mtime_ns=excluded.mtime_ns, sha256=excluded.sha256, status='skipped',"
                 " skip_code=excluded.skip_code, skip_detail=excluded.skip_detail,"
                 " warnings='', title='', source_type='', metadata='{}',"
-                " indexed_at=excluded.indexed_at",
-                (collection_id, path, size, mtime_ns, sha256, code, detail, time.time()),
+                " indexed_at=excluded.indexed_at, container=excluded.container,"
+                " locator=excluded.locator",
+                (collection_id, path, size, mtime_ns, sha256, code, detail, time.time(),
+                 container, locator),
             )
 
     def commit_sources(
@@ -376,11 +443,17 @@ class Catalog:
         updates: Sequence[SourceUpdate],
         fingerprint: str,
         vectors: dict[str, np.ndarray],
+        containers: Sequence[ContainerRecord] = (),
+        copies: Sequence[tuple[str, str, str]] = (),
     ) -> tuple[int, int]:
         """Write new or changed sources in one transaction.
 
         Unchanged chunks (same embedded text) keep their ids; the rest are journaled.
-        ``vectors`` holds newly computed embeddings by text hash. Returns (upserted, deleted).
+        ``vectors`` holds newly computed embeddings by text hash. ``containers`` are the
+        containers whose documents are all committed with this group or before it: they are
+        recorded in the same transaction (kill -9 safety, decision 0015), as are ``copies``,
+        (key, container, locator) of documents seen a second time. Returns (upserted,
+        deleted).
         """
         upserted = deleted = 0
         with self.transaction() as db:
@@ -389,6 +462,11 @@ class Catalog:
                 u, d = self._commit_one(db, collection_id, up)
                 upserted += u
                 deleted += d
+            self._put_containers(db, collection_id, containers)
+            db.executemany(
+                "INSERT OR IGNORE INTO source_copies (source_id, container, locator)"
+                " SELECT id, ?, ? FROM sources WHERE collection_id=? AND path=?",
+                ((c, loc, collection_id, key) for key, c, loc in copies))
         return upserted, deleted
 
     def _commit_one(
@@ -397,16 +475,18 @@ class Catalog:
         now = time.time()
         db.execute(
             "INSERT INTO sources (collection_id, path, size, mtime_ns, sha256, status,"
-            " warnings, title, source_type, date, metadata, indexed_at)"
-            " VALUES (?, ?, ?, ?, ?, 'ok', ?, ?, ?, ?, ?, ?)"
+            " warnings, title, source_type, date, metadata, indexed_at, container, locator)"
+            " VALUES (?, ?, ?, ?, ?, 'ok', ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT(collection_id, path) DO UPDATE SET size=excluded.size,"
             " mtime_ns=excluded.mtime_ns, sha256=excluded.sha256, status='ok', skip_code=NULL,"
             " skip_detail=NULL, warnings=excluded.warnings, title=excluded.title,"
             " source_type=excluded.source_type, date=excluded.date,"
-            " metadata=excluded.metadata, indexed_at=excluded.indexed_at",
+            " metadata=excluded.metadata, indexed_at=excluded.indexed_at,"
+            " container=excluded.container, locator=excluded.locator",
             (
                 collection_id, up.path, up.size, up.mtime_ns, up.sha256, ",".join(up.warnings),
-                up.title, up.source_type, up.date, json.dumps(up.metadata), now,
+                up.title, up.source_type, up.date, json.dumps(up.metadata), now, up.container,
+                up.locator,
             ),
         )
         source_id = db.execute(
@@ -451,6 +531,122 @@ class Catalog:
         self._journal(db, touched + gone)
         return len(touched), len(gone)
 
+    # -- containers (decision 0015) ------------------------------------------------------------
+    def container_records(self, collection_id: int) -> list[ContainerRecord]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT path, size, mtime_ns, fingerprint, read_to FROM containers"
+                " WHERE collection_id=?", (collection_id,)).fetchall()
+        return [ContainerRecord(**dict(r)) for r in rows]
+
+    def keyed_sources(self, collection_id: int) -> dict[str, KeyedRecord]:
+        """Every document of the collection read from a container, by key."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, path AS key, container, locator, sha256, status FROM sources"
+                " WHERE collection_id=? AND container IS NOT NULL", (collection_id,)).fetchall()
+        return {r["key"]: KeyedRecord(**dict(r)) for r in rows}
+
+    @staticmethod
+    def _put_containers(db: sqlite3.Connection, collection_id: int,
+                        records: Sequence[ContainerRecord]) -> None:
+        db.executemany(
+            "INSERT OR REPLACE INTO containers (collection_id, path, size, mtime_ns,"
+            " fingerprint, read_to) VALUES (?, ?, ?, ?, ?, ?)",
+            ((collection_id, r.path, r.size, r.mtime_ns, r.fingerprint, r.read_to)
+             for r in records))
+
+    def put_containers(self, collection_id: int, records: Sequence[ContainerRecord]) -> None:
+        with self.transaction() as db:
+            self._put_containers(db, collection_id, records)
+
+    def relocate_source(self, source_id: int, container: str, locator: str,
+                        metadata: dict[str, Any]) -> None:
+        """The same document found elsewhere (a message moved to another folder): new place,
+        same chunks and vectors. Its chunks are journaled, as the folder feeds the filters."""
+        with self.transaction() as db:
+            self._relocate(db, source_id, container, locator, metadata)
+
+    def _relocate(self, db: sqlite3.Connection, source_id: int, container: str, locator: str,
+                  metadata: dict[str, Any]) -> None:
+        row = db.execute("SELECT metadata FROM sources WHERE id=?", (source_id,)).fetchone()
+        if row is None:
+            return
+        meta = {**json.loads(row[0]), **metadata}
+        db.execute("UPDATE sources SET container=?, locator=?, metadata=?, indexed_at=?"
+                   " WHERE id=?", (container, locator, json.dumps(meta), time.time(), source_id))
+        db.execute("DELETE FROM source_copies WHERE source_id=? AND container=? AND locator=?",
+                   (source_id, container, locator))
+        self._journal(db, self.chunk_ids_of(db, source_id))
+
+    def add_copy(self, source_id: int, container: str, locator: str) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO source_copies (source_id, container, locator)"
+                       " VALUES (?, ?, ?)", (source_id, container, locator))
+
+    def forget_copies(self, collection_id: int, containers: Sequence[str]) -> None:
+        """Drop the copies recorded in these containers (they are about to be read again)."""
+        with self.transaction() as db:
+            db.executemany(
+                "DELETE FROM source_copies WHERE container=? AND source_id IN"
+                " (SELECT id FROM sources WHERE collection_id=?)",
+                ((c, collection_id) for c in containers))
+
+    def finish_containers(
+        self, collection_id: int, lost: Sequence[str], gone: Sequence[str],
+        records: Sequence[ContainerRecord],
+        location_metadata: Callable[[str, str, str], dict[str, Any]],
+    ) -> tuple[int, int, int]:
+        """The end of a pass, in one transaction: documents ``lost`` by the containers that
+        were read again or are ``gone`` move to a copy seen in a container still there, or are
+        deleted; the gone containers are forgotten and the re-read ones recorded.
+        Returns (relocated, deleted, chunks deleted)."""
+        relocated = deleted = chunks = 0
+        gone_set = set(gone)
+        with self.transaction() as db:
+            db.executemany(
+                "DELETE FROM source_copies WHERE container=? AND source_id IN"
+                " (SELECT id FROM sources WHERE collection_id=?)",
+                ((c, collection_id) for c in gone))
+            for key in lost:
+                row = db.execute("SELECT id FROM sources WHERE collection_id=? AND path=?",
+                                 (collection_id, key)).fetchone()
+                if row is None:
+                    continue
+                copy = next((c for c in db.execute(
+                    "SELECT container, locator FROM source_copies WHERE source_id=?"
+                    " ORDER BY container, locator", (row[0],)) if c[0] not in gone_set), None)
+                if copy is not None:
+                    self._relocate(db, row[0], copy[0], copy[1],
+                                   location_metadata(key, copy[0], copy[1]))
+                    relocated += 1
+                    continue
+                ids = self.chunk_ids_of(db, row[0])
+                db.execute("DELETE FROM chunks WHERE source_id=?", (row[0],))
+                db.execute("DELETE FROM sources WHERE id=?", (row[0],))
+                self._journal(db, ids)
+                deleted += 1
+                chunks += len(ids)
+            db.executemany("DELETE FROM containers WHERE collection_id=? AND path=?",
+                           ((collection_id, g) for g in gone))
+            self._put_containers(db, collection_id, records)
+        return relocated, deleted, chunks
+
+    def container_stats(self, collection_id: int) -> dict[str, Any]:
+        """Per folder: documents and their date range (rag_collection_info of mail)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT json_extract(metadata, '$.folder') AS folder, COUNT(*) AS n,"
+                " MIN(date) AS first, MAX(date) AS last FROM sources"
+                " WHERE collection_id=? AND status='ok' AND container IS NOT NULL"
+                " GROUP BY folder ORDER BY folder", (collection_id,)).fetchall()
+        return {"folders": [{"folder": r["folder"] or "", "count": r["n"],
+                             "date_from": _iso_day(r["first"]), "date_to": _iso_day(r["last"])}
+                            for r in rows],
+                "date_from": _iso_day(min((r["first"] for r in rows if r["first"]),
+                                          default=None)),
+                "date_to": _iso_day(max((r["last"] for r in rows if r["last"]), default=None))}
+
     # -- embeddings ---------------------------------------------------------------------------
     @staticmethod
     def _insert_vectors(db: sqlite3.Connection, fingerprint: str,
@@ -494,7 +690,8 @@ class Catalog:
     # -- chunks for the index writers and search ----------------------------------------------
     _CHUNK_SELECT = (
         "SELECT ch.id, ch.source_id, ch.ordinal, ch.text, ch.embed_hash, ch.heading_path,"
-        " c.name AS collection, c.type AS collection_type, c.root, s.path, s.title,"
+        " c.name AS collection, c.type AS collection_type, c.root,"
+        " COALESCE(s.container, s.path) AS path, s.title,"
         " s.source_type, s.date, s.metadata,"
         " (SELECT group_concat(tag, char(31)) FROM source_tags t WHERE t.source_id=s.id) AS tags"
         " FROM chunks ch JOIN sources s ON s.id=ch.source_id"
@@ -620,6 +817,13 @@ class Catalog:
         """Forget ops every index has persisted."""
         with self.transaction() as db:
             db.execute("DELETE FROM ops WHERE seq <= ?", (upto,))
+
+
+def _iso_day(value: int | None) -> str | None:
+    """20240501 -> '2024-05-01'."""
+    if not value:
+        return None
+    return f"{value // 10000:04d}-{value // 100 % 100:02d}-{value % 100:02d}"
 
 
 def date_int(iso: str | None) -> int | None:

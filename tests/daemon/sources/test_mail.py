@@ -197,8 +197,9 @@ def test_maildir_plus_plus_thunderbird_and_single_files_are_listed_by_folder(
         "Mail/cur/1.host:2,S": ("message", "Mail"), "Mail/new/2.host": ("message", "Mail"),
         "Mail/.Archive.2020/cur/4.host:2,": ("message", "Mail/Archive/2020"),
         "Mail/.Sent/new/5.host": ("message", "Mail/Sent"),
-        "Thunderbird/Local Folders/Inbox": ("mbox", "Thunderbird/Local Folders"),
-        "Thunderbird/Local Folders/Inbox.sbd/Work": ("mbox", "Thunderbird/Local Folders/Inbox"),
+        "Thunderbird/Local Folders/Inbox": ("mbox", "Thunderbird/Local Folders/Inbox"),
+        "Thunderbird/Local Folders/Inbox.sbd/Work": ("mbox",
+                                                     "Thunderbird/Local Folders/Inbox/Work"),
         "single.eml": ("message", "Inbox"), "apple.emlx": ("emlx", "Inbox"),
     }
     assert skipped == []
@@ -259,3 +260,28 @@ def test_rfc2047_filenames_and_codes_are_stable() -> None:
     for code in ("mime_defects", "bad_header", "unknown_charset", "header_truncated",
                  "mime_truncated"):
         assert describe(code) != code
+
+
+def test_plain_text_body_has_no_headings() -> None:
+    from daemon.sources.mailkind import plain_text_body
+    from daemon.text.headings import find_headings
+
+    patch = "Fix it.\n\nSigned-off-by: Joe <j@x>\n---\n a.c | 2 +-\n# not a title\nend\n===\n"
+    assert find_headings(plain_text_body(patch)) == []
+    assert plain_text_body(patch).replace("\n", "").replace("\\", "") == patch.replace("\n", "")
+
+
+def test_content_hash_ignores_where_a_message_is() -> None:
+    from daemon.sources.mailkind import MailKind, content_hash
+
+    raw = (b"From: A <a@x>\nSubject: Hi\nMessage-ID: <m1@x>\nX-Mozilla-Status: 0001\n\nBody\n")
+    moved = raw.replace(b"0001", b"0005")
+    one, two = (parse_message(d, html_to_text=strip_tags) for d in (raw, moved))
+    assert isinstance(one, MailMessage) and isinstance(two, MailMessage)
+    assert content_hash(one) == content_hash(two)
+    kind = MailKind(None)
+    meta = kind.location_metadata(Path("/m"), one.key, ".Work.Q1/cur/1:2,S", "")
+    assert meta["folder"] == "Work/Q1" and "source_uri" not in meta
+    meta = kind.location_metadata(Path("/m"), "sha256:ab", "Inbox.sbd/Lists", "120")
+    assert meta["folder"] == "Inbox/Lists" and meta["offset"] == 120
+    assert meta["source_uri"] == "file:///m/Inbox.sbd/Lists"

@@ -1,0 +1,168 @@
+"""The email collection's kind: mail files are containers, messages are documents (decision 0015).
+
+An mbox holds many messages and grows at its end; a Maildir, .eml or .emlx file holds one and is
+renamed when it moves (``new/`` to ``cur/``, a flag, another folder). A message is keyed by its
+Message-ID (``daemon.sources.mail``), so a rename or a move between folders finds the same key
+with the same content and costs no embedding. What is embedded is the message with its quoted
+history and signature trimmed, then the text of its attachments, converted through the doc store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from daemon.models import Document, FileState, Skip
+from daemon.sources.base import Entry
+from daemon.sources.files import WalkResult, read_bytes
+from daemon.sources.mail import MailMessage, parse_message
+from daemon.sources.mailbox import (
+    MAX_MESSAGE_BYTES,
+    MailFile,
+    list_mail,
+    mail_folder,
+    read_emlx,
+    read_mbox,
+)
+
+if TYPE_CHECKING:
+    from daemon.convert.documents import Documents
+
+_HEADING = re.compile(r"^(#{1,5})(?= )", re.M)
+# Mail is plain text: a "---" under a line (a patch's diffstat, a signature rule) or a line that
+# starts with "#" must not become a markdown heading that splits the message.
+_SETEXT = re.compile(r"(?<=[^\n])\n(?=[ \t]{0,3}(?:=+|-+)[ \t]*(?:\n|$))")
+_ATX = re.compile(r"^([ \t]{0,3})(#{1,6})(?=[ \t]|$)", re.M)
+
+
+def plain_text_body(text: str) -> str:
+    """A plain-text body that the markdown chunker reads as paragraphs, never headings."""
+    return _ATX.sub(r"\1\\\2", _SETEXT.sub("\n\n", text))
+
+
+def _html_to_text(html: str) -> str:
+    from daemon.convert.markdown import html_to_text
+
+    return html_to_text(html)
+
+
+def content_hash(msg: MailMessage) -> str:
+    """What decides whether a message changed: its headers that are shown, its text and its
+    attachments' bytes; not its folder, flags or the mbox around it."""
+    h = hashlib.sha256(json.dumps(
+        [msg.subject, msg.sender, list(msg.recipients), msg.date, msg.body],
+        ensure_ascii=False).encode("utf-8"))
+    for a in msg.attachments:
+        h.update(a.filename.encode("utf-8", "replace") + b"\0" + hashlib.sha256(a.data).digest())
+    return h.hexdigest()
+
+
+class MailKind:
+    """Maildir folders, mbox files (Thunderbird's too), .eml and Apple Mail .emlx files."""
+
+    kind = "mail"
+
+    def __init__(self, docs: Documents | None = None, *, only: str | None = None,
+                 html_to_text: Callable[[str], str] = _html_to_text) -> None:
+        self.docs = docs
+        self.only = only  # one file of the root, when [email] paths names a file
+        self.html_to_text = html_to_text
+        self._files: dict[str, MailFile] = {}
+
+    # -- containers -----------------------------------------------------------------------------
+    def walk(self, root: Path, *, should_stop: Callable[[], bool] | None = None,
+             max_entries: int | None = None) -> WalkResult:
+        files, skipped = list_mail(root, should_stop=should_stop, max_entries=max_entries)
+        if self.only is not None:
+            files = [f for f in files if f.path == self.only]
+            skipped = [s for s in skipped if s[0] == self.only]
+        self._files = {f.path: f for f in files}
+        return WalkResult([FileState(f.path, f.size, f.mtime_ns) for f in files], skipped)
+
+    def appendable(self, rel: str) -> bool:
+        found = self._files.get(rel)
+        return found is not None and found.kind == "mbox"
+
+    def entries(self, root: Path, rel: str, start: int) -> Iterator[Entry]:
+        """The messages of one container from byte ``start`` on (0 but for a grown mbox)."""
+        found = self._files.get(rel)
+        if found is None:
+            return
+        if found.kind == "mbox":
+            for m in read_mbox(root, rel, start):
+                if isinstance(m, Skip):  # the file itself could not be opened
+                    yield self._skipped(rel, "", m, start)
+                elif m.skip is not None:
+                    yield self._skipped(rel, str(m.offset), m.skip, m.end)
+                else:
+                    yield self._entry(root, rel, str(m.offset), m.data, m.end)
+            return
+        data = read_bytes(root, rel, MAX_MESSAGE_BYTES)
+        if isinstance(data, Skip):
+            yield self._skipped(rel, "", data, found.size)
+            return
+        if found.kind == "emlx":
+            data = read_emlx(data)
+        yield self._entry(root, rel, "", data, found.size)
+
+    def location_metadata(self, root: Path, key: str, container: str,
+                          locator: str) -> dict[str, Any]:
+        """The metadata that changes when a message is found in another place."""
+        out: dict[str, Any] = {"folder": mail_folder(container, mbox=bool(locator)),
+                               "mailbox": container,
+                               "offset": int(locator) if locator else None}
+        if not key.startswith("mid:"):  # no Message-ID: the link is the mailbox file
+            out["source_uri"] = (root / container).resolve().as_uri()
+        return out
+
+    # -- documents ------------------------------------------------------------------------------
+    @staticmethod
+    def _skipped(rel: str, locator: str, skip: Skip, end: int) -> Entry:
+        key = f"skip:{rel}" + (f"#{locator}" if locator else "")
+        return Entry(key, locator, "", end, lambda: skip)
+
+    def _entry(self, root: Path, rel: str, locator: str, data: bytes, end: int) -> Entry:
+        msg = parse_message(data, html_to_text=self.html_to_text)
+        if isinstance(msg, Skip):
+            return self._skipped(rel, locator, msg, end)
+        location = self.location_metadata(root, msg.key, rel, locator)
+        return Entry(msg.key, locator, content_hash(msg), end,
+                     lambda: self.document(msg, location), location)
+
+    def document(self, msg: MailMessage, location: dict[str, Any]) -> Document:
+        """The message as the pipeline chunks it: who wrote it and when, what they wrote (the
+        quoted history and signature trimmed), then each attachment's text."""
+        warnings = list(msg.warnings)
+        head = f"From: {msg.sender}" + (f" · {msg.date[:10]}" if msg.date else "")
+        parts = [head, plain_text_body(msg.trimmed.strip())]
+        for att in msg.attachments:
+            text = self._attachment_text(att.filename, att.data, warnings)
+            if text:  # its headings one level down, under the attachment's own
+                parts.append(f"## Attachment: {att.filename}\n\n" + _HEADING.sub(r"#\1", text))
+        metadata = {**msg.metadata(location["folder"]), **location}
+        metadata.setdefault("source_uri", msg.uri)
+        return Document(title=msg.subject.strip() or "(no subject)",
+                        text="\n\n".join(p for p in parts if p), source_type="email",
+                        metadata=metadata, date=msg.date[:10] if msg.date else None,
+                        warnings=tuple(dict.fromkeys(warnings)))
+
+    def _attachment_text(self, filename: str, data: bytes, warnings: list[str]) -> str:
+        if self.docs is None or not data:
+            return ""
+        from daemon.convert.formats import format_for
+
+        fmt = format_for(filename)
+        if fmt is None:
+            return ""  # an image, an archive, a calendar invite: kept out of the text
+        if len(data) > self.docs.settings.max_file_bytes:
+            warnings.append("attachment_too_large")
+            return ""
+        conv = self.docs.store.convert(data, fmt, source_path=f"attachment:{filename}")
+        if isinstance(conv, Skip):
+            warnings.append("attachment_" + conv.code)
+            return ""
+        return conv.markdown.strip()

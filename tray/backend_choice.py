@@ -64,6 +64,7 @@ class Desktop:
     sni_host: bool | None = None  # a StatusNotifierWatcher with a host registered
     xembed_tray: bool | None = None  # an owner of _NET_SYSTEM_TRAY_S<screen>
     gi: bool = False  # PyGObject importable by this Python
+    buildable: bool = False  # pkg-config finds what building PyGObject needs
     gtk: bool = False  # Gtk-3.0 typelib
     appindicator: bool = False  # (Ayatana)AppIndicator3 typelib
     family: str = "apt"  # "apt" (Debian, Ubuntu, …) or "dnf" (Fedora, RHEL, …)
@@ -84,7 +85,7 @@ def missing_packages(desktop: Desktop) -> tuple[str, ...]:
     """The system packages (of the desktop's family) that stand between it and a menu."""
     index = 0 if desktop.family == "apt" else 1
     out: list[str] = []
-    if not desktop.gi:
+    if not desktop.gi and not desktop.buildable:
         out += PACKAGES["pygobject"][index]
     if not desktop.gtk:
         out += PACKAGES["gtk"][index]
@@ -96,13 +97,11 @@ def missing_packages(desktop: Desktop) -> tuple[str, ...]:
 def install_command(desktop: Desktop, python: str = sys.executable) -> str:
     """The exact commands that give this desktop a menu; empty when nothing is missing."""
     packages = missing_packages(desktop)
-    if not packages:
-        return ""
     manager = "apt install" if desktop.family == "apt" else "dnf install"
-    command = f"sudo {manager} {' '.join(packages)}"
+    commands = [f"sudo {manager} {' '.join(packages)}"] if packages else []
     if not desktop.gi:
-        command += f" && {python} -m pip install '{PYGOBJECT_PIN}'"
-    return command
+        commands.append(f"{python} -m pip install '{PYGOBJECT_PIN}'")
+    return " && ".join(commands)
 
 
 def choose(configured: str, desktop: Desktop) -> Choice:
@@ -159,6 +158,20 @@ def _typelib_dirs(env: Mapping[str, str]) -> list[str]:
                     "/usr/local/lib/*/girepository-1.0"):
         dirs += sorted(glob.glob(pattern))
     return dirs
+
+
+def _buildable() -> bool:
+    """Whether pkg-config finds the libraries PyGObject (and pycairo) build against."""
+    import shutil
+    import subprocess
+
+    if shutil.which("pkg-config") is None:
+        return False
+    try:
+        return subprocess.run(["pkg-config", "--exists", "gobject-introspection-1.0", "cairo"],
+                              capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def _has_typelib(names: tuple[str, ...], dirs: list[str]) -> bool:
@@ -231,13 +244,15 @@ def probe(env: Mapping[str, str] | None = None, *, ask_session: bool = True) -> 
     env = os.environ if env is None else env
     dirs = _typelib_dirs(env)
     x11 = bool(env.get("DISPLAY"))
+    gi = importlib.util.find_spec("gi") is not None
     return Desktop(
         platform=sys.platform,
         display=x11 or bool(env.get("WAYLAND_DISPLAY")),
         x11=x11,
         sni_host=sni_host_registered() if ask_session else None,
         xembed_tray=xembed_tray_owned(env.get("DISPLAY")) if ask_session and x11 else None,
-        gi=importlib.util.find_spec("gi") is not None,
+        gi=gi,
+        buildable=not gi and _buildable(),
         gtk=_has_typelib(TYPELIBS["gtk"], dirs),
         appindicator=_has_typelib(TYPELIBS["appindicator"], dirs),
         family=_family(),

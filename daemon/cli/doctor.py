@@ -37,31 +37,6 @@ def run_checks() -> list[dict[str, Any]]:
     return checks
 
 
-def tray_checks(configured: str, desktop: Any = None) -> list[dict[str, Any]]:
-    """The tray backend this session would get, and the system packages a menu still needs."""
-    from tray import backend_choice
-
-    desktop = desktop or backend_choice.probe()
-    choice = backend_choice.choose(configured, desktop)
-    if desktop.platform in ("darwin", "win32"):
-        return [_check("tray", "ok", f"{choice.backend}: menu available")]
-    setting = f"[tray] backend = {configured}"
-    if not desktop.display:
-        where = "no display here: the tray chooses when it starts in a desktop session"
-        if choice.missing:
-            return [_check("tray", "warn", f"{where}; it would have no menu: missing "
-                           f"{', '.join(choice.missing)} ({setting})", choice.install)]
-        return [_check("tray", "ok", f"{where}; menus available ({setting})")]
-    detail = f"{choice.backend} ({choice.reason}; {setting})"
-    if choice.menus:
-        return [_check("tray", "ok", detail)]
-    return [_check("tray", "warn", f"{detail}: missing {', '.join(choice.missing)}"
-                   if choice.missing else detail,
-                   choice.install or ("set [tray] backend = auto for a menu"
-                                      if configured == "xorg" else
-                                      "start a panel with a system tray"))]
-
-
 def _indexed_vaults(paths: Any) -> list[Path]:
     """The vaults the catalog already indexes (they stay in use until configured otherwise)."""
     import sqlite3
@@ -184,3 +159,28 @@ def _index_checks(paths: Any, config: Any) -> list[dict[str, Any]]:
         out.append(_check("indexes", "fail", f"indexes disagree with the catalog: {c}",
                           "run `ragd index --rebuild`"))
     return out
+
+
+def tray_checks(configured: str, desktop: Any = None) -> list[dict[str, Any]]:
+    """The tray backend this session would get, and the system packages a menu still needs."""
+    from tray import backend_choice
+
+    desktop = desktop or backend_choice.probe()
+    choice = backend_choice.choose(configured, desktop)
+    if desktop.platform in ("darwin", "win32"):
+        return [_check("tray", "ok", f"{choice.backend}: menu available")]
+    setting = f"[tray] backend = {configured}"
+    lacking = ", ".join([*choice.missing] + ([] if desktop.gi else ["PyGObject in this Python"]))
+    if not desktop.display:
+        where = "no display here: the tray chooses when it starts in a desktop session"
+        if choice.install:
+            return [_check("tray", "warn", f"{where}; it would have no menu: missing "
+                           f"{lacking} ({setting})", choice.install)]
+        return [_check("tray", "ok", f"{where}; menus available ({setting})")]
+    detail = f"{choice.backend} ({choice.reason}; {setting})"
+    if choice.menus:
+        return [_check("tray", "ok", detail)]
+    return [_check("tray", "warn", f"{detail}: missing {lacking}" if lacking else detail,
+                   choice.install or ("set [tray] backend = auto for a menu"
+                                      if configured == "xorg" else
+                                      "start a panel with a system tray"))]

@@ -94,7 +94,7 @@ def test_tray_without_the_libraries_warns_with_the_install_command() -> None:
     assert check["detail"] == (
         "xorg (PyGObject is not installed: the icon has no menu; [tray] backend = auto): "
         "missing libgirepository1.0-dev, libcairo2-dev, pkg-config, python3-dev, gcc, "
-        "gir1.2-gtk-3.0, gir1.2-ayatanaappindicator3-0.1")
+        "gir1.2-gtk-3.0, gir1.2-ayatanaappindicator3-0.1, PyGObject in this Python")
     assert check["hint"].startswith("sudo apt install libgirepository1.0-dev libcairo2-dev "
                                     "pkg-config python3-dev gcc gir1.2-gtk-3.0 "
                                     "gir1.2-ayatanaappindicator3-0.1 && ")
@@ -104,6 +104,11 @@ def test_tray_without_the_libraries_warns_with_the_install_command() -> None:
     assert check["status"] == "warn"
     assert "no menu: missing gobject-introspection-devel" in check["detail"]
     assert check["hint"].startswith("sudo dnf install gobject-introspection-devel ")
+    # The system has it all; only ragd's environment lacks PyGObject.
+    [check] = tray_checks("auto", _desktop(gi=False, buildable=True))
+    assert check["detail"].endswith(": missing PyGObject in this Python")
+    assert check["hint"].endswith(" -m pip install 'PyGObject>=3.42,<3.51'")
+    assert "sudo" not in check["hint"]
 
 
 def test_tray_with_a_host_and_the_libraries_is_ok() -> None:

@@ -68,6 +68,9 @@ def test_missing_packages_and_the_exact_install_command() -> None:
     assert bc.choose("auto", replace(FULL, appindicator=False)).missing == (
         "gir1.2-ayatanaappindicator3-0.1",)
     assert bc.choose("auto", FULL).install == ""
+    only_pip = bc.choose("auto", replace(FULL, gi=False, buildable=True))
+    assert only_pip.missing == ()
+    assert only_pip.install == f"{sys.executable} -m pip install 'PyGObject>=3.42,<3.51'"
 
 
 def test_the_no_menu_notice_names_the_commands_and_the_fix() -> None:

@@ -23,7 +23,7 @@ from daemon.settings.policy import check_name, check_new_name, check_root
 from daemon.settings.vaults import discover_vaults
 from daemon.sources.base import kind_for
 from daemon.stores.catalog import Catalog, Collection
-from daemon.stores.fulltext import WhooshStore
+from daemon.stores.fulltext import open_keyword_store, record_backend
 from daemon.stores.vectors import FaissStore
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,9 @@ class App:
             fp = self.embedder.fingerprint
             self.faiss = FaissStore(paths.faiss_dir, fp, self.embedder.dimension,
                                     approx_from=config.index.approx_vectors_from)
-            self.whoosh = WhooshStore(paths.whoosh_dir)
+            backend = config.index.keyword_backend
+            self.whoosh, rebuild_keywords = open_keyword_store(
+                backend, paths.data_dir, paths.whoosh_dir, self.catalog)
             # Documents convert in a worker process started on first use (decision 0013).
             self.documents = open_documents(paths.docstore_dir,
                                             DocumentSettings.from_config(config))
@@ -94,6 +96,9 @@ class App:
             indexing)
         self._reembedded: set[str] = set()
         self.reembed_needed = self._check_fingerprint()
+        if rebuild_keywords:  # a new index, a new schema, or the other backend served last
+            self.indexer.rebuild([self.whoosh.name])
+            record_backend(self.catalog, backend)
         self.register_system_collections()
         # Replay what a crash left between the catalog commit and the index writes.
         self.indexer.catch_up()

@@ -16,7 +16,7 @@ from typing import Any
 from daemon.convert.formats import page_number
 from daemon.embed.embedding import Embedder
 from daemon.errors import InvalidArgument
-from daemon.search.filters import COLLECTION_TYPES, MODES, Filters, to_sql, to_whoosh
+from daemon.search.filters import COLLECTION_TYPES, MODES, Filters, to_sql
 from daemon.search.fusion import (
     Fused,
     best_per_note,
@@ -27,7 +27,7 @@ from daemon.search.fusion import (
     zscore_fusion,
 )
 from daemon.stores.catalog import Catalog, ChunkRow
-from daemon.stores.fulltext import WhooshStore
+from daemon.stores.fulltext import KeywordStore
 from daemon.stores.vectors import FaissStore
 from daemon.text.properties import is_properties
 
@@ -76,15 +76,14 @@ def validate(req: SearchRequest) -> None:
 
 class SearchEngine:
     def __init__(self, catalog: Catalog, embedder: Embedder, faiss: FaissStore,
-                 whoosh: WhooshStore, settings: SearchSettings,
+                 whoosh: KeywordStore, settings: SearchSettings,
                  indexing: Callable[[], dict[str, Any] | None] = lambda: None) -> None:
         self.catalog = catalog
         self.embedder = embedder
         self.faiss = faiss
-        self.whoosh = whoosh
+        self.whoosh = whoosh  # the keyword index, Whoosh or tantivy
         self.settings = settings
         self.indexing = indexing
-        self._analyzer = None
 
     # -- collections ---------------------------------------------------------------------------
     def resolve_collection(self, value: str | None) -> tuple[str, ...] | None:
@@ -103,27 +102,14 @@ class SearchEngine:
 
     # -- legs ----------------------------------------------------------------------------------
     def analyse(self, text: str) -> list[str]:
-        if self._analyzer is None:
-            from daemon.stores.fulltext import _analyzer
-
-            self._analyzer = _analyzer()
-        return list(dict.fromkeys(t.text for t in self._analyzer(text)))  # type: ignore[misc]
+        """The keyword index's terms of ``text`` (distinct, in order)."""
+        return self.whoosh.analyse(text)
 
     def keyword_hits(self, query: str, k: int, filters: Filters) -> list[tuple[int, float]]:
-        """BM25F, matching ANY analysed term: documents matching more terms rank higher.
-        (chunk id, BM25F score), best first."""
-        from whoosh import query as Q
-
-        terms = self.analyse(query)
-        if not terms:
-            return []
-        parts: list[Any] = [Q.Term(fld, t) for t in terms for fld in ("title", "headings",
-                                                                       "content")]
-        for phrase in _QUOTED.findall(query):
-            words = self.analyse(phrase)
-            if len(words) > 1:
-                parts.append(Q.Phrase("content", words, boost=2.0))
-        return self.whoosh.search(Q.Or(parts), k, to_whoosh(filters))
+        """BM25 over the combined text field, matching ANY analysed term: documents matching
+        more terms rank higher. (chunk id, BM25 score), best first."""
+        phrases = [self.analyse(p) for p in _QUOTED.findall(query)]
+        return self.whoosh.search_any(self.analyse(query), phrases, k, filters)
 
     def keyword_leg(self, query: str, k: int, filters: Filters) -> list[int]:
         return [cid for cid, _ in self.keyword_hits(query, k, filters)]
@@ -165,12 +151,7 @@ class SearchEngine:
 
     def phrase_hits(self, query: str, k: int, filters: Filters) -> list[tuple[int, float]]:
         """Chunks holding the whole query as a phrase (queries of two words or more)."""
-        from whoosh import query as Q
-
-        words = self.analyse(query)
-        if len(words) < 2:
-            return []
-        return self.whoosh.search(Q.Phrase("content", words), k, to_whoosh(filters))
+        return self.whoosh.search_phrase(self.analyse(query), k, filters)
 
     def exact_leg(self, query: str, k: int, filters: Filters) -> list[int]:
         """Exact title/alias matches, then exact phrase matches: never buried by neighbours."""

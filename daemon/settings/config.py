@@ -78,6 +78,12 @@ class IndexConfig(_Section):
         description="Past this many chunks, vector search switches from exact (flat) to an "
         "approximate IVF index with 8-bit vectors, built in the background (0: always exact)",
     )
+    keyword_backend: Literal["whoosh", "tantivy"] = Field(
+        default="whoosh",
+        description="The keyword index: whoosh (pure Python, the default) or tantivy (Rust, "
+        "opt-in; keyword search stays fast past 100k chunks). After a switch, the next start "
+        "rebuilds the chosen index from the catalog if it is behind; nothing is embedded",
+    )
 
 
 class EmbeddingConfig(_Section):

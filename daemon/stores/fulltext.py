@@ -1,4 +1,8 @@
-"""Whoosh full-text store: BM25F over title, headings and text, with filter fields.
+"""The keyword index: BM25 over one text field (title, headings and text), with filter fields.
+
+Two backends sit behind ``KeywordStore``: Whoosh (the default, pure Python) and tantivy
+(opt-in, ``index.keyword_backend = "tantivy"``, daemon/stores/tantivy_store.py). Both replay
+the catalog's ops journal with the same marks; decision 0016 has the measurements.
 
 Whoosh-Reloaded (imported as ``whoosh``) deletes and updates an order of magnitude faster than
 Whoosh 2.7.4 (ARCHITECTURE.md). One writer per batch: deletes and adds in the same commit.
@@ -8,18 +12,52 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from daemon.stores import read_json, write_json_atomic
-from daemon.stores.catalog import ChunkRow
+from daemon.search.filters import Filters, to_whoosh
+from daemon.stores import IndexStore, read_json, write_json_atomic
+from daemon.stores.catalog import Catalog, ChunkRow
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "1"
+# 2: one combined ``text`` field replaces title/headings/content (decision 0016).
+SCHEMA_VERSION = "2"
+# The keyword index's name in the journal, in `ragd index --rebuild whoosh` and in
+# consistency checks, whichever backend serves it.
+KEYWORD_ROLE = "whoosh"
+KEYWORD_BACKENDS = ("whoosh", "tantivy")
+BACKEND_META = "keyword_backend"  # catalog meta: the backend that last served the journal
+FILTER_CACHE = 16  # filter id sets kept per searcher
+
+
+class KeywordStore(IndexStore, Protocol):
+    """A keyword index: analyses text its own way and answers BM25 queries over it."""
+
+    stale: bool  # True when the index was created empty over an existing one (rebuild it)
+
+    def analyse(self, text: str) -> list[str]:
+        """The distinct index terms of ``text``, in order."""
+        ...
+
+    def search_any(self, terms: Sequence[str], phrases: Sequence[Sequence[str]], k: int,
+                   filters: Filters) -> list[tuple[int, float]]:
+        """Chunks holding any of ``terms`` (each phrase counts double), best first."""
+        ...
+
+    def search_phrase(self, words: Sequence[str], k: int, filters: Filters
+                      ) -> list[tuple[int, float]]:
+        """Chunks holding ``words`` as a phrase, best first."""
+        ...
+
+
+def combined_text(row: ChunkRow) -> str:
+    """What the keyword index sees of a chunk: its note's title, its headings, its text."""
+    return "\n".join(p for p in (row.title, " ".join(row.heading_path), row.text) if p)
 
 
 def _analyzer():  # type: ignore[no-untyped-def]
@@ -33,12 +71,9 @@ def _analyzer():  # type: ignore[no-untyped-def]
 def _schema():  # type: ignore[no-untyped-def]
     from whoosh.fields import ID, KEYWORD, NUMERIC, TEXT, Schema
 
-    ana = _analyzer()
     return Schema(
         chunk_id=ID(stored=True, unique=True),
-        title=TEXT(analyzer=ana, field_boost=3.0),
-        headings=TEXT(analyzer=ana, field_boost=2.0),
-        content=TEXT(analyzer=ana, phrase=True),
+        text=TEXT(analyzer=_analyzer(), phrase=True),
         collection=ID,
         source_type=ID,
         folders=KEYWORD(commas=True),
@@ -64,7 +99,7 @@ def tag_ancestors(tags: Sequence[str]) -> list[str]:
     return sorted(out)
 
 
-def _people(meta: Mapping[str, Any], key: str) -> str:
+def people(meta: Mapping[str, Any], key: str) -> str:
     value = meta.get(key)
     if isinstance(value, list):
         value = "; ".join(str(v) for v in value)
@@ -75,9 +110,7 @@ def document_fields(row: ChunkRow) -> dict[str, Any]:
     """The Whoosh document of one chunk."""
     doc: dict[str, Any] = {
         "chunk_id": str(row.id),
-        "title": row.title,
-        "headings": " ".join(row.heading_path),
-        "content": row.text,
+        "text": combined_text(row),
         "collection": row.collection,
         "source_type": row.source_type,
         "folders": ",".join(ancestors(row.path)),
@@ -85,17 +118,19 @@ def document_fields(row: ChunkRow) -> dict[str, Any]:
     }
     if row.date is not None:
         doc["date"] = int(row.date)
-    sender = _people(row.metadata, "sender")
+    sender = people(row.metadata, "sender")
     if sender:
         doc["sender"] = sender
-    author = _people(row.metadata, "authors")
+    author = people(row.metadata, "authors")
     if author:
         doc["author"] = author
     return doc
 
 
 class WhooshStore:
-    name = "whoosh"
+    """Whoosh, one commit per apply; searches share one searcher, reopened after commits."""
+
+    name = KEYWORD_ROLE
     needs_vectors = False
 
     def __init__(self, directory: Path) -> None:
@@ -105,12 +140,19 @@ class WhooshStore:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._state_file = self.dir / "ragd-state.json"
         self._lock = threading.RLock()
-        self._local = threading.local()
+        # Searches are pure Python and hold the GIL: one searcher behind a lock costs no
+        # parallelism, and lets a commit open the next searcher off the query path.
+        self._search_lock = threading.Lock()
+        self._searcher: Any = None
+        self._filters: OrderedDict[Filters, Any] = OrderedDict()
+        self.analyse_text = _analyzer()
         state = read_json(self._state_file)
+        self.stale = False
         if index.exists_in(str(self.dir)) and state.get("schema") == SCHEMA_VERSION:
             self._ix = index.open_dir(str(self.dir))
             self._mark = int(state.get("mark", 0))
-        else:
+        else:  # new, or of an older schema: the journal may no longer hold all it needs
+            self.stale = True
             self._ix = index.create_in(str(self.dir), _schema())
             self._mark = 0
             write_json_atomic(self._state_file, {"mark": 0, "schema": SCHEMA_VERSION})
@@ -143,27 +185,92 @@ class WhooshStore:
             writer.commit()
             self._mark = max(self._mark, mark)
             write_json_atomic(self._state_file, {"mark": self._mark, "schema": SCHEMA_VERSION})
+            self._reopen()
 
-    def searcher(self):  # type: ignore[no-untyped-def]
-        """A per-thread searcher, refreshed when a newer commit exists."""
-        s = getattr(self._local, "searcher", None)
-        if s is None or not s.up_to_date():
-            # Not Searcher.refresh(): it reuses segment readers whose deletion sets are stale,
-            # so documents deleted in an existing segment would still be found.
-            if s is not None:
-                s.close()
-            s = self._ix.searcher()
-            self._local.searcher = s
-        return s
+    def _reopen(self) -> None:
+        """A new searcher for the new commit, opened before searches switch to it.
+
+        Not Searcher.refresh(): it reuses segment readers whose deletion sets are stale, so
+        documents deleted in an existing segment would still be found (decision 0007).
+        """
+        fresh = self._ix.searcher()
+        with self._search_lock:
+            old, self._searcher = self._searcher, fresh
+            self._filters.clear()
+        if old is not None:
+            old.close()
+
+    def _current(self) -> Any:
+        """The shared searcher (call with the search lock held)."""
+        if self._searcher is None:
+            self._searcher = self._ix.searcher()
+        return self._searcher
+
+    def _allowed(self, searcher: Any, filters: Filters) -> Any:
+        """The filter as a set of document numbers, computed once per filter and commit:
+        Whoosh would otherwise list every matching document for every query."""
+        if not filters.active:
+            return None
+        allowed = self._filters.get(filters)
+        if allowed is None:
+            from whoosh.idsets import BitSet
+
+            docs = searcher.docs_for_query(to_whoosh(filters))
+            allowed = BitSet(docs, size=searcher.doc_count_all())
+            self._filters[filters] = allowed
+            while len(self._filters) > FILTER_CACHE:
+                self._filters.popitem(last=False)
+        else:
+            self._filters.move_to_end(filters)
+        return allowed
+
+    def analyse(self, text: str) -> list[str]:
+        return list(dict.fromkeys(t.text for t in self.analyse_text(text)))
 
     def search(self, query: Any, k: int, filter_query: Any = None) -> list[tuple[int, float]]:
+        """A Whoosh query, with an optional Whoosh filter query."""
         if k <= 0:
             return []
-        results = self.searcher().search(query, limit=k, filter=filter_query)
-        return [(int(hit["chunk_id"]), float(hit.score)) for hit in results]
+        with self._search_lock:
+            results = self._current().search(query, limit=k, filter=filter_query)
+            # Iterate, never len(results): that runs the whole query a second time.
+            return [(int(hit["chunk_id"]), float(hit.score)) for hit in results]
+
+    def _search_filtered(self, query: Any, k: int, filters: Filters) -> list[tuple[int, float]]:
+        if k <= 0:
+            return []
+        with self._search_lock:
+            searcher = self._current()
+            allowed = self._allowed(searcher, filters)
+            if allowed is not None and not allowed:
+                return []  # Whoosh would take an empty set for no filter at all
+            results = searcher.search(query, limit=k, filter=allowed)
+            return [(int(hit["chunk_id"]), float(hit.score)) for hit in results]
+
+    def search_any(self, terms: Sequence[str], phrases: Sequence[Sequence[str]], k: int,
+                   filters: Filters) -> list[tuple[int, float]]:
+        from whoosh import query as Q
+
+        if not terms:
+            return []
+        parts: list[Any] = [Q.Term("text", t) for t in terms]
+        parts += [Q.Phrase("text", list(p), boost=2.0) for p in phrases if len(p) > 1]
+        return self._search_filtered(Q.Or(parts), k, filters)
+
+    def search_phrase(self, words: Sequence[str], k: int, filters: Filters
+                      ) -> list[tuple[int, float]]:
+        from whoosh import query as Q
+
+        if len(words) < 2:
+            return []
+        return self._search_filtered(Q.Phrase("text", list(words)), k, filters)
 
     def save(self) -> None:
         """Nothing to do: each apply is a commit."""
+
+    def segments(self) -> int:
+        with self._search_lock:
+            return len(self._current().ixreader.leaf_readers())
 
     def ids(self) -> set[int]:
         with self._ix.searcher() as s:
@@ -174,11 +281,45 @@ class WhooshStore:
 
         with self._lock:
             self._ix = index.create_in(str(self.dir), _schema())
-            self._local = threading.local()
             self._mark = 0
             write_json_atomic(self._state_file, {"mark": 0, "schema": SCHEMA_VERSION})
+            self._reopen()
+            self.stale = False
 
     def close(self) -> None:
-        s = getattr(self._local, "searcher", None)
-        if s is not None:
-            s.close()
+        with self._search_lock:
+            if self._searcher is not None:
+                self._searcher.close()
+                self._searcher = None
+
+
+def open_keyword_store(backend: str, data_dir: Path, whoosh_dir: Path,
+                       catalog: Catalog) -> tuple[KeywordStore, bool]:
+    """The configured keyword store, and whether it must be rebuilt from the catalog.
+
+    A rebuild is needed when the index is new or of an older schema, or when the other
+    backend served last and got further: the journal is pruned up to what every open index
+    has persisted, so ops between this store's mark and the other's may be gone.
+    """
+    if backend not in KEYWORD_BACKENDS:
+        raise ValueError(f"unknown keyword backend {backend!r}")
+    dirs = {"whoosh": whoosh_dir, "tantivy": data_dir / "tantivy"}
+    store: KeywordStore
+    if backend == "tantivy":
+        from daemon.stores.tantivy_store import TantivyStore
+
+        store = TantivyStore(dirs["tantivy"])
+    else:
+        store = WhooshStore(whoosh_dir)
+    last = catalog.get_meta(BACKEND_META) or "whoosh"  # before 0016 Whoosh was the only one
+    if store.stale:
+        return store, True
+    if last == backend:
+        return store, False
+    other = read_json(dirs[last] / "ragd-state.json").get("mark")
+    return store, not isinstance(other, int) or store.mark < other
+
+
+def record_backend(catalog: Catalog, backend: str) -> None:
+    """After a rebuild: this backend now holds everything the journal has applied."""
+    catalog.set_meta(BACKEND_META, backend)

@@ -1,11 +1,10 @@
-"""FAISS and Whoosh stores on tmp_path: idempotent replay, removal, persistence."""
+"""The FAISS store on tmp_path (the keyword stores: test_fulltext.py): idempotent replay, removal, persistence."""
 
 from pathlib import Path
 
 import numpy as np
 
 from daemon.stores.catalog import ChunkRow
-from daemon.stores.fulltext import WhooshStore, ancestors, document_fields, tag_ancestors
 from daemon.stores.vectors import FaissStore
 
 
@@ -45,25 +44,3 @@ def test_faiss_persists_mark_after_data_and_detects_other_fingerprint(tmp_path: 
     assert again.ids() == {1} and again.persisted_mark == 7 and not again.stale
     other = FaissStore(tmp_path, "other-model", 8)
     assert other.stale and other.ids() == set() and other.mark == 0
-
-
-def test_whoosh_deleted_docs_disappear_for_an_open_searcher(tmp_path: Path) -> None:
-    from whoosh.query import Term
-
-    s = WhooshStore(tmp_path)
-    s.apply([row(1, "heron pond"), row(2, "heron lake")], [], 2, {})
-    assert {i for i, _ in s.search(Term("content", "heron"), 10)} == {1, 2}
-    # Regression: Searcher.refresh() kept stale deletion sets; updates must show at once.
-    s.apply([row(1, "heron pond", path="moved/n.md")], [2], 3, {})
-    assert {i for i, _ in s.search(Term("content", "heron"), 10)} == {1}
-    assert [i for i, _ in s.search(Term("content", "heron"), 10, Term("folders", "a"))] == []
-    assert s.ids() == {1} and s.mark == 3
-    assert WhooshStore(tmp_path).mark == 3  # the mark is persisted with the commit
-
-
-def test_document_fields() -> None:
-    assert ancestors("a/b/c.md") == ["a", "a/b"] and ancestors("c.md") == []
-    assert tag_ancestors(["x/y/z", "q"]) == ["q", "x", "x/y", "x/y/z"]
-    doc = document_fields(row(5, tags=("proj/alpha",)))
-    assert doc["chunk_id"] == "5" and doc["folders"] == "a,a/b"
-    assert doc["tags"] == "proj,proj/alpha" and doc["date"] == 20240101

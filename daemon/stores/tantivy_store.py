@@ -1,0 +1,251 @@
+"""The opt-in keyword backend: tantivy (Rust, via tantivy-py), behind the same protocol as Whoosh.
+
+Chosen with ``index.keyword_backend = "tantivy"`` for indexes of 100k chunks and more, where the
+pure-Python Whoosh leg costs hundreds of milliseconds a query (decision 0016). The same journal
+is replayed with the same marks: each apply deletes and re-adds its chunks by id and commits
+(tantivy's commit is atomic), then the mark is written, so a kill -9 anywhere replays at most
+one batch again.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from daemon.search.filters import Filters
+from daemon.stores import read_json, write_json_atomic
+from daemon.stores.catalog import ChunkRow
+from daemon.stores.fulltext import (
+    KEYWORD_ROLE,
+    ancestors,
+    combined_text,
+    people,
+    tag_ancestors,
+)
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = "1"
+ANALYZER = "ragd_en"
+WRITER_HEAP = 64_000_000  # bytes: tantivy flushes a segment when its buffer fills
+# Whoosh's stop words, so that both backends drop the same query words.
+STOP_WORDS = ("a", "an", "and", "are", "as", "at", "be", "by", "can", "for", "from", "have",
+              "if", "in", "is", "it", "may", "not", "of", "on", "or", "tbd", "that", "the",
+              "this", "to", "us", "we", "when", "will", "with", "yet", "you", "your")
+_REGEX_SPECIAL = set("\\.+*?()|[]{}^$#&-~\"<>@")
+
+
+def _analyzer() -> Any:
+    import tantivy
+
+    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+            .filter(tantivy.Filter.remove_long(40))
+            .filter(tantivy.Filter.lowercase())
+            .filter(tantivy.Filter.custom_stopword(list(STOP_WORDS)))
+            .filter(tantivy.Filter.stemmer("english"))
+            .build())
+
+
+def _schema() -> Any:
+    import tantivy
+
+    b = tantivy.SchemaBuilder()
+    b.add_integer_field("chunk_id", indexed=True, fast=True)
+    b.add_text_field("text", tokenizer_name=ANALYZER, index_option="position")
+    for name in ("collection", "source_type", "folders", "tags", "sender", "author"):
+        b.add_text_field(name, tokenizer_name="raw", index_option="basic")
+    b.add_integer_field("date", indexed=True, fast=True)
+    return b.build()
+
+
+def _document(row: ChunkRow) -> Any:
+    import tantivy
+
+    doc = tantivy.Document()
+    doc.add_integer("chunk_id", row.id)
+    doc.add_text("text", combined_text(row))
+    doc.add_text("collection", row.collection)
+    doc.add_text("source_type", row.source_type)
+    for folder in ancestors(row.path):
+        doc.add_text("folders", folder)
+    for tag in tag_ancestors(row.tags):
+        doc.add_text("tags", tag.lower())
+    if row.date is not None:
+        doc.add_integer("date", int(row.date))
+    for field, key in (("sender", "sender"), ("author", "authors")):
+        value = people(row.metadata, key)
+        if value:
+            doc.add_text(field, value)
+    return doc
+
+
+def _regex_literal(text: str) -> str:
+    return "".join("\\" + c if c in _REGEX_SPECIAL else c for c in text)
+
+
+class TantivyStore:
+    """tantivy, one commit per apply; the reader is reloaded after each commit."""
+
+    name = KEYWORD_ROLE
+    needs_vectors = False
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._state_file = self.dir / "ragd-state.json"
+        self._lock = threading.RLock()
+        self._analyzer = _analyzer()
+        state = read_json(self._state_file)
+        self.stale = state.get("schema") != SCHEMA_VERSION
+        self._mark = 0 if self.stale else int(state.get("mark", 0))
+        self._open(fresh=self.stale)
+
+    def _open(self, fresh: bool) -> None:
+        import tantivy
+
+        if fresh:
+            for child in self.dir.iterdir():
+                if child.is_dir():
+                    shutil.rmtree(child)
+                elif child.name != self._state_file.name:
+                    child.unlink()
+            write_json_atomic(self._state_file, {"mark": 0, "schema": SCHEMA_VERSION})
+        self._schema = _schema()
+        self._ix = tantivy.Index(self._schema, path=str(self.dir), reuse=not fresh)
+        self._ix.register_tokenizer(ANALYZER, self._analyzer)
+        # Searches see a commit when apply reloads the reader, not whenever a watcher notices.
+        self._ix.config_reader(reload_policy="Manual")
+        self._ix.reload()
+        self._writer: Any = self._ix.writer(WRITER_HEAP, 1)
+
+    @property
+    def mark(self) -> int:
+        return self._mark
+
+    @property
+    def persisted_mark(self) -> int:
+        return self._mark  # every apply commits
+
+    def apply(self, rows: Sequence[ChunkRow], deletes: Sequence[int], mark: int,
+              vectors: Mapping[int, np.ndarray]) -> None:
+        with self._lock:
+            w = self._writer
+            try:
+                # A delete only reaches documents added before it: the new versions survive.
+                for cid in [r.id for r in rows] + list(deletes):
+                    w.delete_documents_by_term("chunk_id", int(cid))
+                for row in rows:
+                    w.add_document(_document(row))
+                w.commit()
+            except BaseException:
+                w.rollback()
+                raise
+            self._ix.reload()
+            self._mark = max(self._mark, mark)
+            write_json_atomic(self._state_file, {"mark": self._mark, "schema": SCHEMA_VERSION})
+
+    def analyse(self, text: str) -> list[str]:
+        # Whoosh drops one-letter words too; tantivy indexes them, but they are never asked.
+        return list(dict.fromkeys(t for t in self._analyzer.analyze(text) if len(t) > 1))
+
+    def _filter(self, filters: Filters) -> Any:
+        """The filters as one query, or None."""
+        import tantivy
+
+        Q, schema = tantivy.Query, self._schema
+        parts: list[Any] = []
+        if filters.collections is not None:
+            parts.append(Q.term_set_query(schema, "collection", list(filters.collections)))
+        if filters.source_type:
+            parts.append(Q.term_query(schema, "source_type", filters.source_type))
+        if filters.date_from is not None or filters.date_to is not None:
+            parts.append(Q.range_query(schema, "date", tantivy.FieldType.Integer,
+                                       filters.date_from, filters.date_to))
+        if filters.folder:
+            parts.append(Q.term_query(schema, "folders", filters.folder))
+        parts += [Q.term_query(schema, "tags", t.lower()) for t in filters.tags]
+        for field, value in (("sender", filters.sender), ("author", filters.author)):
+            if value:
+                parts.append(Q.regex_query(schema, field,
+                                           f".*{_regex_literal(value.lower())}.*"))
+        if not parts:
+            return None
+        return Q.boolean_query([(tantivy.Occur.Must, p) for p in parts])
+
+    def _search(self, query: Any, k: int, filters: Filters) -> list[tuple[int, float]]:
+        import tantivy
+
+        if k <= 0:
+            return []
+        flt = self._filter(filters)
+        if flt is not None:
+            # The filter restricts and adds nothing to the score.
+            query = tantivy.Query.boolean_query([
+                (tantivy.Occur.Must, query),
+                (tantivy.Occur.Must, tantivy.Query.const_score_query(flt, 0.0))])
+        searcher = self._ix.searcher()
+        hits = searcher.search(query, limit=k, count=False).hits
+        if not hits:
+            return []
+        ids: list[Any] = searcher.fast_field_values("chunk_id", [addr for _, addr in hits])
+        return [(int(cid), float(score)) for (score, _), cid in zip(hits, ids, strict=True)]
+
+    def search_any(self, terms: Sequence[str], phrases: Sequence[Sequence[str]], k: int,
+                   filters: Filters) -> list[tuple[int, float]]:
+        import tantivy
+
+        Q, schema = tantivy.Query, self._schema
+        if not terms:
+            return []
+        parts = [(tantivy.Occur.Should, Q.term_query(schema, "text", t)) for t in terms]
+        parts += [(tantivy.Occur.Should, Q.boost_query(Q.phrase_query(schema, "text", list(p)),
+                                                        2.0))
+                  for p in phrases if len(p) > 1]
+        return self._search(Q.boolean_query(parts), k, filters)
+
+    def search_phrase(self, words: Sequence[str], k: int, filters: Filters
+                      ) -> list[tuple[int, float]]:
+        import tantivy
+
+        if len(words) < 2:
+            return []
+        return self._search(tantivy.Query.phrase_query(self._schema, "text", list(words)), k,
+                            filters)
+
+    def save(self) -> None:
+        """Nothing to do: each apply is a commit."""
+
+    def segments(self) -> int:
+        return int(self._ix.searcher().num_segments)
+
+    def ids(self) -> set[int]:
+        import tantivy
+
+        searcher = self._ix.searcher()
+        n = searcher.num_docs
+        if n == 0:
+            return set()
+        hits = searcher.search(tantivy.Query.all_query(), limit=n, count=False).hits
+        ids: list[Any] = searcher.fast_field_values("chunk_id", [a for _, a in hits])
+        return {int(c) for c in ids}
+
+    def reset(self, fingerprint: str) -> None:
+        with self._lock:
+            self._writer.delete_all_documents()
+            self._writer.commit()
+            self._ix.reload()
+            self._mark = 0
+            write_json_atomic(self._state_file, {"mark": 0, "schema": SCHEMA_VERSION})
+            self.stale = False
+
+    def close(self) -> None:
+        with self._lock:
+            if self._writer is not None:
+                self._writer.wait_merging_threads()
+                self._writer = None

@@ -1,0 +1,255 @@
+"""The keyword stores, Whoosh and tantivy, held to the same behaviour on tmp_path."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.search.filters import Filters
+from daemon.stores.catalog import Catalog, ChunkRow
+from daemon.stores.fulltext import (
+    BACKEND_META,
+    KeywordStore,
+    WhooshStore,
+    ancestors,
+    document_fields,
+    open_keyword_store,
+    record_backend,
+    tag_ancestors,
+)
+from daemon.stores.tantivy_store import TantivyStore
+
+BACKENDS = ("whoosh", "tantivy")
+
+
+def row(i: int, text: str = "alpha beta", path: str = "a/b/n.md", *, title: str = "",
+        collection: str = "obsidian", date: int | None = 20240101, tags: tuple[str, ...] = (),
+        sender: str = "") -> ChunkRow:
+    return ChunkRow(id=i, source_id=i, ordinal=0, text=text, embed_hash=str(i),
+                    heading_path=("H",), collection=collection, collection_type="system",
+                    root="/v", path=path, title=title or f"T{i}", source_type="markdown",
+                    date=date, metadata={"sender": sender} if sender else {}, tags=tags)
+
+
+def open_store(backend: str, directory: Path) -> KeywordStore:
+    return WhooshStore(directory) if backend == "whoosh" else TantivyStore(directory)
+
+
+@pytest.fixture(params=BACKENDS)
+def make(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], KeywordStore]:
+    """Opens (or reopens) the store of one backend on the same folder."""
+    opened: list[KeywordStore] = []
+
+    def factory() -> KeywordStore:
+        store = open_store(request.param, tmp_path / request.param)
+        opened.append(store)
+        return store
+
+    yield factory
+    for s in opened:
+        s.close()
+
+
+def ids(store: KeywordStore, query: str, k: int = 10, **filters: Any) -> list[int]:
+    return [i for i, _ in store.search_any(store.analyse(query), [], k, Filters(**filters))]
+
+
+def test_finds_any_term_and_ranks_more_terms_first(make: Callable[[], KeywordStore]) -> None:
+    s = make()
+    s.apply([row(1, "herons wade in the pond"), row(2, "a heron by the lake at dawn"),
+             row(3, "nothing about birds")], [], 3, {})
+    assert s.analyse("The Herons running") == ["heron", "run"]
+    assert set(ids(s, "heron")) == {1, 2}
+    assert ids(s, "heron dawn lake")[0] == 2
+    assert ids(s, "the of") == []
+    # the title and headings are searched with the text
+    s.apply([row(4, "body text", title="Kingfisher notes")], [], 4, {})
+    assert ids(s, "kingfisher") == [4]
+
+
+def test_phrases(make: Callable[[], KeywordStore]) -> None:
+    s = make()
+    s.apply([row(1, "the blue heron stood"), row(2, "heron, blue and grey")], [], 2, {})
+    hits = s.search_phrase(s.analyse("blue heron"), 10, Filters())
+    assert [i for i, _ in hits] == [1]
+    assert s.search_phrase(["heron"], 10, Filters()) == []
+    quoted = s.search_any(s.analyse("heron grey"), [s.analyse("blue heron")], 10, Filters())
+    assert [i for i, _ in quoted][0] == 1  # the phrase counts double
+
+
+def test_delete_and_update_show_at_once(make: Callable[[], KeywordStore]) -> None:
+    s = make()
+    s.apply([row(1, "heron pond"), row(2, "heron lake")], [], 2, {})
+    assert set(ids(s, "heron")) == {1, 2}
+    # Regression (decision 0007): a reused searcher must not keep stale deletion sets.
+    s.apply([row(1, "heron pond", path="moved/n.md")], [2], 3, {})
+    assert ids(s, "heron") == [1]
+    assert ids(s, "heron", folder="a") == [] and ids(s, "heron", folder="moved") == [1]
+    s.apply([row(1, "egret pond", path="moved/n.md")], [], 4, {})
+    assert ids(s, "heron") == [] and ids(s, "egret") == [1]
+    assert s.ids() == {1} and s.mark == 4
+
+
+def test_filters_restrict_without_reordering(make: Callable[[], KeywordStore]) -> None:
+    s = make()
+    s.apply([
+        row(1, "heron heron heron", "x/y/1.md", collection="notes", date=20240105,
+            tags=("birds/wading",), sender="Ann Lee <ann@example.org>"),
+        row(2, "heron heron", "x/2.md", collection="notes", date=20230101),
+        row(3, "heron", "z/3.md", collection="mail", date=None, tags=("birds",)),
+    ], [], 3, {})
+    assert ids(s, "heron") == [1, 2, 3]
+    assert ids(s, "heron", collections=("notes",)) == [1, 2]
+    assert ids(s, "heron", collections=("notes", "mail")) == [1, 2, 3]
+    assert ids(s, "heron", collections=()) == []
+    assert ids(s, "heron", folder="x") == [1, 2] and ids(s, "heron", folder="x/y") == [1]
+    assert ids(s, "heron", date_from=20240101) == [1]
+    assert ids(s, "heron", date_from=20230101, date_to=20231231) == [2]
+    assert ids(s, "heron", tags=("birds",)) == [1, 3]
+    assert ids(s, "heron", tags=("birds/wading",)) == [1]
+    assert ids(s, "heron", sender="ann@example") == [1]
+    assert ids(s, "heron", sender="a.n") == []  # a literal, not a pattern
+    # the same filter again (cached by Whoosh) still follows updates
+    s.apply([], [1], 4, {})
+    assert ids(s, "heron", collections=("notes",)) == [2]
+    unfiltered = dict(s.search_any(["heron"], [], 10, Filters()))
+    filtered = dict(s.search_any(["heron"], [], 10, Filters(collections=("notes",))))
+    assert filtered == {2: pytest.approx(unfiltered[2])}  # a filter adds nothing to scores
+
+
+def test_replay_is_idempotent_and_the_mark_persists(make: Callable[[], KeywordStore]) -> None:
+    s = make()
+    batch = [row(1, "heron"), row(2, "heron egret")]
+    s.apply(batch, [], 2, {})
+    s.apply(batch, [], 2, {})  # replayed after a crash: no duplicates
+    assert len(s.search_any(["heron"], [], 10, Filters())) == 2
+    assert s.mark == s.persisted_mark == 2
+    s.close()
+    again = make()
+    assert again.mark == 2 and again.ids() == {1, 2} and not again.stale
+    again.reset("fp")
+    assert again.ids() == set() and again.mark == 0 and ids(again, "heron") == []
+
+
+def test_a_new_or_older_index_is_stale(tmp_path: Path) -> None:
+    for backend in BACKENDS:
+        folder = tmp_path / backend
+        first = open_store(backend, folder)
+        assert first.stale  # created: the journal may not hold everything any more
+        first.reset("fp")
+        first.apply([row(1)], [], 1, {})
+        first.close()
+        assert not open_store(backend, folder).stale
+        state = folder / "ragd-state.json"
+        state.write_text(json.dumps({"mark": 1, "schema": "0"}), encoding="utf-8")
+        older = open_store(backend, folder)
+        assert older.stale and older.ids() == set()
+        older.close()
+
+
+def test_switching_backend_rebuilds_when_the_other_got_further(tmp_path: Path) -> None:
+    catalog = Catalog(tmp_path / "catalog.sqlite")
+
+    def reopen(backend: str) -> tuple[KeywordStore, bool]:
+        return open_keyword_store(backend, tmp_path, tmp_path / "whoosh", catalog)
+
+    try:
+        whoosh, rebuild = reopen("whoosh")
+        assert rebuild  # new
+        whoosh.reset("fp")
+        whoosh.apply([row(1)], [], 3, {})
+        record_backend(catalog, "whoosh")
+        whoosh.close()
+        again, rebuild = reopen("whoosh")
+        assert not rebuild and isinstance(again, WhooshStore)
+        again.close()
+        tan, rebuild = reopen("tantivy")
+        assert rebuild and isinstance(tan, TantivyStore)
+        tan.reset("fp")
+        tan.apply([row(1)], [], 3, {})
+        record_backend(catalog, "tantivy")
+        tan.close()
+        assert catalog.get_meta(BACKEND_META) == "tantivy"
+        # nothing written while tantivy served: Whoosh is as far as tantivy got
+        back, rebuild = reopen("whoosh")
+        assert not rebuild
+        back.close()
+        tan, _ = reopen("tantivy")
+        tan.apply([row(2)], [], 4, {})
+        tan.close()
+        # tantivy got further: the journal may have been pruned past Whoosh's mark
+        back, rebuild = reopen("whoosh")
+        assert rebuild
+        back.close()
+    finally:
+        catalog.close()
+
+
+_WRITER = """
+import sys
+from pathlib import Path
+sys.path[:0] = [{repo!r}, {tests!r}]
+from test_fulltext import open_store, row
+store = open_store({backend!r}, Path({folder!r}))
+mark = store.mark
+while True:
+    mark += 1
+    # each batch rewrites chunk 1 and adds chunk mark: what a journal replay would do
+    store.apply([row(1, f"heron v{{mark}}"), row(mark + 10, "heron")], [], mark, {{}})
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kill_9_while_writing_converges_on_replay(backend: str, tmp_path: Path) -> None:
+    folder = tmp_path / backend
+    code = _WRITER.format(repo=str(Path(__file__).resolve().parents[3]),
+                          tests=str(Path(__file__).resolve().parent), backend=backend,
+                          folder=str(folder))
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    state = folder / "ragd-state.json"
+    deadline = time.monotonic() + 60
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                if json.loads(state.read_text(encoding="utf-8")).get("mark", 0) >= 5:
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.01)
+        assert proc.poll() is None, "the writer died by itself"
+        os.kill(proc.pid, signal.SIGKILL)  # anywhere: mid-batch, mid-commit, before the mark
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    store = open_store(backend, folder)
+    try:
+        done = store.mark
+        assert done >= 5
+        # The journal's ops after the mark, replayed: the batch that was cut, if any.
+        store.apply([row(1, f"heron v{done + 1}"), row(done + 11, "heron")], [], done + 1, {})
+        expected = {1} | {m + 10 for m in range(1, done + 2)}
+        assert store.ids() == expected  # a commit is whole; a batch past the mark, redone
+        hits = store.search_any(["heron"], [], 1000, Filters())
+        assert len(hits) == len({i for i, _ in hits})  # each chunk once
+        assert ids(store, f"v{done + 1}") == [1]
+    finally:
+        store.close()
+
+
+def test_document_fields() -> None:
+    assert ancestors("a/b/c.md") == ["a", "a/b"] and ancestors("c.md") == []
+    assert tag_ancestors(["x/y/z", "q"]) == ["q", "x", "x/y", "x/y/z"]
+    doc = document_fields(row(5, "body", tags=("proj/alpha",)))
+    assert doc["chunk_id"] == "5" and doc["folders"] == "a,a/b"
+    assert doc["tags"] == "proj,proj/alpha" and doc["date"] == 20240101
+    assert doc["text"] == "T5\nH\nbody"

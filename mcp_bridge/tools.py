@@ -128,10 +128,16 @@ LIST_OUTPUT = _object({"result": {"type": "array", "items": _COLLECTION}}, ("res
 INFO_INPUT = _object({
     "collection": _string("The collection's name, as rag_list_collections shows it."),
 }, required=("collection",))
+# Mail collections add their folders, message counts and date range (optional fields).
+MAIL_INFO_FIELDS = ("message_count", "date_from", "date_to", "folders")
 INFO_OUTPUT = _object({
     **_COLLECTION["properties"],
     "source_types": {"type": "array", "items": {"type": "string"}},
     "sample_titles": {"type": "array", "items": {"type": "string"}},
+    "message_count": _COUNT, "date_from": _NULLABLE_STR, "date_to": _NULLABLE_STR,
+    "folders": {"type": "array", "items": _object({
+        "folder": {"type": "string"}, "count": _COUNT, "date_from": _NULLABLE_STR,
+        "date_to": _NULLABLE_STR}, ("folder", "count", "date_from", "date_to"))},
 }, INFO_FIELDS)
 
 INDEX_INPUT = _object({
@@ -202,7 +208,8 @@ Details of one collection: its type, description, counts, when it was created an
 indexed, the source types it holds (e.g. markdown, pdf) and a sample of recently indexed \
 titles. Use it to see what a collection contains before searching it. Returns {name, type, \
 description, created_at, source_count, chunk_count, last_indexed, source_types, \
-sample_titles}."""
+sample_titles}; a mail collection (email) adds {message_count, date_from, date_to, \
+folders: [{folder, count, date_from, date_to}]}, so you can pick sender and date filters."""
 
 INDEX_DESCRIPTION = """\
 Index a collection now and wait until it is done. ragd already keeps its collections up to \
@@ -397,6 +404,8 @@ def shape_info(answer: Any) -> dict[str, Any]:
     info = _pick(answer, INFO_FIELDS)
     info["source_types"] = list(info["source_types"] or [])
     info["sample_titles"] = list(info["sample_titles"] or [])
+    if isinstance(answer, dict) and "folders" in answer:
+        info.update({k: answer.get(k) for k in MAIL_INFO_FIELDS})
     return info
 
 

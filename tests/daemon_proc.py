@@ -86,3 +86,19 @@ class DaemonProc:
             self.proc.wait(timeout=60)
         except Exception:
             self.kill9()
+
+
+def catalog_progress(home: Path) -> int:
+    """Vectors cached plus sources committed in a daemon's catalog (read-only): grows with
+    every 64-chunk slice, so a test can wait for indexing to move on before a kill."""
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{home / 'data' / 'catalog.sqlite'}?mode=ro", uri=True,
+                         timeout=10)
+    try:
+        return int(db.execute("SELECT (SELECT COUNT(*) FROM embeddings)"
+                              " + (SELECT COUNT(*) FROM sources)").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+    finally:
+        db.close()

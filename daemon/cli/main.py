@@ -204,11 +204,17 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def format_report(r: Any) -> str:
-    lines = [f"{r.collection}: {r.total_found:,} files found in {r.seconds:.1f} s",
-             f"  indexed {r.indexed:,}  unchanged {r.unchanged:,}  moved {r.moved:,}  "
-             f"deleted {r.deleted:,}",
-             f"  notes read {r.body_notes + r.metadata_only_notes:,}: {r.body_notes:,} with "
-             f"body chunks, {r.metadata_only_notes:,} with properties only",
+    if getattr(r, "containers", False):  # mail: files that hold messages
+        head = [f"{r.collection}: {r.total_found:,} mail files found in {r.seconds:.1f} s "
+                f"({r.unchanged:,} unchanged)",
+                f"  messages indexed {r.indexed:,}  moved {r.moved:,}  deleted {r.deleted:,}"]
+    else:
+        head = [f"{r.collection}: {r.total_found:,} files found in {r.seconds:.1f} s",
+                f"  indexed {r.indexed:,}  unchanged {r.unchanged:,}  moved {r.moved:,}  "
+                f"deleted {r.deleted:,}",
+                f"  notes read {r.body_notes + r.metadata_only_notes:,}: {r.body_notes:,} "
+                f"with body chunks, {r.metadata_only_notes:,} with properties only"]
+    lines = [*head,
              f"  chunks written {r.chunks_written:,}  embedded {r.embedded:,}  "
              f"removed {r.chunks_deleted:,}"]
     if r.skipped_files:

@@ -69,8 +69,9 @@ class IndexReport:
     """The summary of one sync pass over a collection."""
 
     collection: str
-    total_found: int = 0
+    total_found: int = 0  # files found (mail: the files that hold messages)
     indexed: int = 0
+    containers: bool = False  # a collection of containers (mail): documents are messages
     unchanged: int = 0
     touched: int = 0
     moved: int = 0
@@ -144,6 +145,7 @@ class Indexer:
         root = Path(coll.root)
         self.on_progress(Progress(coll.name, "scan"))
         if isinstance(kind, ContainerKind):
+            report.containers = True
             self._sync_containers(coll, kind, root, report, paths=paths, force=force,
                                   max_entries=max_entries)
             return self._finish(coll, report, started)

@@ -15,9 +15,10 @@ import difflib
 import json
 import logging
 import os
+import sys
 import textwrap
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_origin
@@ -296,8 +297,10 @@ def _comment(key: ConfigKey) -> str:
     return f"{key.description} ({key.constraint})" if key.constraint else key.description
 
 
-def render_default_config() -> str:
-    """The commented default ``config.toml``: every key, its description and its default."""
+def render_default_config(mail_found: Sequence[str] = ()) -> str:
+    """The commented default ``config.toml``: every key, its description and its default.
+    ``mail_found`` (Thunderbird folders on this machine) are offered under ``[email]``, in a
+    comment: mail is never indexed unasked."""
     lines = [
         "# ragd configuration, written on first run with the built-in defaults.",
         "#",
@@ -318,6 +321,9 @@ def render_default_config() -> str:
                 break_on_hyphens=False,
             )
             lines.append(f"{key.name} = {_toml_value(key.default)}")
+        if section == "email" and mail_found:
+            lines += ["# Found on this machine; to index them, use this line instead:",
+                      f"# paths = {_toml_value(list(mail_found))}"]
     return "\n".join(lines) + "\n"
 
 
@@ -342,13 +348,24 @@ def config_reference_markdown() -> str:
     return "\n".join(rows) + "\n"
 
 
+def _mail_found() -> list[str]:
+    """Thunderbird's local folders on this machine, to offer in the new config file."""
+    try:
+        from daemon.settings.mailfolders import discover_mail_folders
+
+        return [str(p) for p in discover_mail_folders(sys.platform, os.environ, Path.home())]
+    except Exception:  # discovery is a courtesy: never a reason not to start
+        log.debug("mail folder discovery failed", exc_info=True)
+        return []
+
+
 def _write_default(path: Path) -> None:
     # Written to a temporary name and renamed, so a crash never leaves a half-written config
     # that would then fail to parse on every start.
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(render_default_config(), encoding="utf-8")
+        tmp.write_text(render_default_config(_mail_found()), encoding="utf-8")
         os.replace(tmp, path)
     except OSError as exc:
         # Running on defaults is better than refusing to start over a read-only config dir.

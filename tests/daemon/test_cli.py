@@ -105,6 +105,10 @@ def test_parser_and_report_format() -> None:
     r.skipped_files.append(("x.md", "binary", "file looks binary"))
     text = format_report(r)
     assert "skipped 1" in text and "binary" in text and "x.md" in text
+    mail = IndexReport("email", total_found=2, indexed=40, unchanged=1, containers=True)
+    text = format_report(mail)
+    assert "2 mail files found" in text and "messages indexed 40" in text
+    assert "notes read" not in text
 
 
 def test_convert_prints_markdown_caches_and_explains_what_it_cannot(

@@ -273,3 +273,14 @@ def test_reference_markdown_lists_every_key() -> None:
         assert key.description in row
     assert "| `search.rrf_k` | `60` | `RAGD_SEARCH_RRF_K` |" in markdown
     assert '| `embedding.model` | `"all-MiniLM-L6-v2"` | `RAGD_EMBEDDING_MODEL` |' in markdown
+
+
+def test_default_file_offers_the_thunderbird_folders_found(tmp_path: Path) -> None:
+    from daemon.settings.config import render_default_config
+
+    text = render_default_config(["/home/a/.thunderbird/x.default/Mail/Local Folders"])
+    section = text.split("[email]", 1)[1].split("\n[", 1)[0]
+    assert "paths = []" in section  # nothing is indexed unasked
+    assert '# paths = ["/home/a/.thunderbird/x.default/Mail/Local Folders"]' in section
+    assert tomllib.loads(text)["email"]["paths"] == []
+    assert "Found on this machine" not in render_default_config()

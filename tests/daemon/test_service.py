@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_proc import DaemonProc, wait_for
+from daemon_proc import DaemonProc, catalog_progress, wait_for
 from vault_fixtures import write_vault
 
 from daemon.runtime.app import App
@@ -269,8 +269,8 @@ def test_kill_nine_at_twenty_points_then_restart_is_consistent(
     for point in range(20):
         wait_for(lambda d=d: d.call("status", timeout=5)["state"] != "starting", 60, "the model")
         if point % 3 == 1:  # make sure indexing moves forward between kills
-            before = _progress(ragd_home)
-            wait_for(lambda b=before, d=d: _progress(ragd_home) > b
+            before = catalog_progress(ragd_home)
+            wait_for(lambda b=before, d=d: catalog_progress(ragd_home) > b
                      or d.call("status")["state"] == "idle",
                      180, "indexing progress", interval=0.05)
         # A random instant inside a group: embedding, the catalog commit, or an index write.
@@ -301,17 +301,3 @@ def test_kill_nine_at_twenty_points_then_restart_is_consistent(
     assert "building the approximate index" in paths.log_file.read_text(
         encoding="utf-8", errors="replace")
 
-
-def _progress(home: Path) -> int:
-    """Vectors cached plus sources committed: grows with every 64-chunk slice."""
-    import sqlite3
-
-    db = sqlite3.connect(f"file:{home / 'data' / 'catalog.sqlite'}?mode=ro", uri=True,
-                         timeout=10)
-    try:
-        return int(db.execute("SELECT (SELECT COUNT(*) FROM embeddings)"
-                              " + (SELECT COUNT(*) FROM sources)").fetchone()[0])
-    except sqlite3.Error:
-        return 0
-    finally:
-        db.close()

@@ -33,6 +33,12 @@ KEYWORD_ROLE = "whoosh"
 KEYWORD_BACKENDS = ("whoosh", "tantivy")
 BACKEND_META = "keyword_backend"  # catalog meta: the backend that last served the journal
 FILTER_CACHE = 16  # filter id sets kept per searcher
+# Whoosh walks every posting of every query term, ~3 us each in Python: a query keeps its
+# rarest terms while their postings add up to at most this share of the documents (and at
+# least MIN_POSTINGS), and drops the most frequent ones past it. Below ~50k chunks a query
+# is fast anyway and keeps all its terms (decision 0016).
+POSTINGS_BUDGET = 0.5
+MIN_POSTINGS = 25_000
 
 
 class KeywordStore(IndexStore, Protocol):
@@ -253,9 +259,24 @@ class WhooshStore:
 
         if not terms:
             return []
-        parts: list[Any] = [Q.Term("text", t) for t in terms]
+        parts: list[Any] = [Q.Term("text", t) for t in self._within_budget(terms)]
         parts += [Q.Phrase("text", list(p), boost=2.0) for p in phrases if len(p) > 1]
         return self._search_filtered(Q.Or(parts), k, filters)
+
+    def _within_budget(self, terms: Sequence[str]) -> list[str]:
+        """The rarest terms whose postings fit POSTINGS_BUDGET (always the rarest one)."""
+        with self._search_lock:
+            searcher = self._current()
+            budget = max(POSTINGS_BUDGET * searcher.doc_count_all(), MIN_POSTINGS)
+            by_df = sorted((searcher.doc_frequency("text", t), n) for n, t in enumerate(terms))
+        keep: list[int] = []
+        total = 0
+        for df, n in by_df:
+            if keep and total + df > budget:
+                break
+            keep.append(n)
+            total += df
+        return [terms[n] for n in sorted(keep)]
 
     def search_phrase(self, words: Sequence[str], k: int, filters: Filters
                       ) -> list[tuple[int, float]]:

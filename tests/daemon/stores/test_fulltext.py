@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from daemon.search.filters import Filters
+from daemon.stores import fulltext
 from daemon.stores.catalog import Catalog, ChunkRow
 from daemon.stores.fulltext import (
     BACKEND_META,
@@ -253,3 +254,18 @@ def test_document_fields() -> None:
     assert doc["chunk_id"] == "5" and doc["folders"] == "a,a/b"
     assert doc["tags"] == "proj,proj/alpha" and doc["date"] == 20240101
     assert doc["text"] == "T5\nH\nbody"
+
+
+def test_whoosh_drops_the_most_frequent_terms_past_the_postings_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fulltext, "MIN_POSTINGS", 0)
+    s = WhooshStore(tmp_path)
+    # "common" in all 10 chunks, "middle" in 4, "rare" in 1: a budget of 5 postings keeps
+    # "rare" and "middle" and drops "common".
+    rows = [row(i, "common" + (" middle" if i < 4 else "") + (" rare" if i == 0 else ""))
+            for i in range(10)]
+    s.apply(rows, [], 1, {})
+    assert s._within_budget(["common", "middle", "rare"]) == ["middle", "rare"]
+    assert s._within_budget(["common"]) == ["common"]  # the rarest term always stays
+    assert ids(s, "common rare")[0] == 0
+    s.close()

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 ENV_PREFIX = "RAGD_"
 # Lists of paths are split like PATH (a comma is a legal character in a folder name); every
 # other list is split on commas.
-PATH_LIST_KEYS = frozenset({"obsidian.vaults", "email.paths"})
+PATH_LIST_KEYS = frozenset({"obsidian.vaults", "email.paths", "calibre.libraries"})
 
 
 class _Section(BaseModel):
@@ -58,6 +58,20 @@ class EmailConfig(_Section):
         "Thunderbird folders it finds",
     )
     enabled: bool = Field(default=True, description="Index the mail in [email] paths at all")
+
+
+class CalibreConfig(_Section):
+    libraries: list[str] = Field(
+        default_factory=list,
+        description="Calibre library folders (each holds a metadata.db) to index as the calibre "
+        "collection; empty: the library Calibre itself uses (its global.py.json), if any",
+    )
+    formats: list[str] = Field(
+        default_factory=lambda: ["EPUB", "AZW3", "MOBI", "PDF", "TXT"],
+        description="The format read of each book, best first; a book with none of them is "
+        "converted with Calibre's ebook-convert when installed, else indexed by its metadata",
+    )
+    enabled: bool = Field(default=True, description="Index Calibre libraries at all")
 
 
 class IndexConfig(_Section):
@@ -209,6 +223,7 @@ class Config(BaseModel):
 
     obsidian: ObsidianConfig = Field(default_factory=ObsidianConfig, description="Obsidian vaults")
     email: EmailConfig = Field(default_factory=EmailConfig, description="Mail folders")
+    calibre: CalibreConfig = Field(default_factory=CalibreConfig, description="Calibre libraries")
     index: IndexConfig = Field(default_factory=IndexConfig, description="What gets indexed")
     embedding: EmbeddingConfig = Field(
         default_factory=EmbeddingConfig, description="The embedding model"
@@ -340,8 +355,8 @@ def config_reference_markdown() -> str:
     rows += [
         "",
         "Later sources win: built-in defaults < `config.toml` < environment variables < "
-        "command-line options. In environment variables, `obsidian.vaults` and `email.paths` are "
-        "separated by "
+        "command-line options. In environment variables, `obsidian.vaults`, `email.paths` and "
+        "`calibre.libraries` are separated by "
         "the path separator (`:`, or `;` on Windows) and other lists by commas; an empty "
         "variable counts as unset.",
     ]

@@ -135,8 +135,35 @@ class XorgDriver(IconDriver):
             self._display.close()
 
 
+class GtkDriver(IconDriver):
+    """pystray's gtk backend gives the title to ``Gtk.StatusIcon.set_title``, which XEmbed trays
+    do not show: the driver sets the tooltip too, on GLib's loop like pystray's own calls."""
+
+    def show(self) -> None:
+        super().show()
+        self._tooltip(str(self.icon.title or ""))
+
+    def set_title(self, title: str) -> None:
+        super().set_title(title)
+        self._tooltip(title)
+
+    def _tooltip(self, text: str) -> None:
+        status_icon = getattr(self.icon, "_status_icon", None)
+        if status_icon is None:
+            return
+        from gi.repository import GLib
+
+        def apply() -> bool:
+            status_icon.set_tooltip_text(text)
+            return False  # once
+
+        GLib.idle_add(apply)
+
+
 def driver_for(icon: Any) -> IconDriver:
     """The driver for ``icon``'s backend."""
+    if type(icon).__module__ == "pystray._gtk":
+        return GtkDriver(icon)
     internals = ("_window", "_queue", "_running", "_rewrite_implementation", "_icon", "_title",
                  "_menu", "_visible")
     if type(icon).__module__ == "pystray._xorg":

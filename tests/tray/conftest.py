@@ -34,8 +34,10 @@ def xserver() -> Iterator[str]:
                     "to run the real tray icon test")
     read_fd, write_fd = os.pipe()
     # -displayfd: Xvfb picks a free display number and writes it once it accepts connections.
+    # -noreset: by default Xvfb resets when its last client leaves, and a client connecting
+    # meanwhile (a probe, the tray host) is refused or cut off.
     proc = subprocess.Popen([XVFB, "-displayfd", str(write_fd), "-screen", "0", "640x200x24",
-                             "-nolisten", "tcp"], pass_fds=(write_fd,),
+                             "-noreset", "-nolisten", "tcp"], pass_fds=(write_fd,),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     os.close(write_fd)
     try:
@@ -153,8 +155,10 @@ def desktop_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 # -- a desktop session for the menu backends: a private session bus and a real tray host ------
 DBUS_DAEMON = "/usr/bin/dbus-daemon"
 SNI_HOST = "/usr/bin/gtk-sni-tray-standalone"  # Debian: haskell-gtk-sni-tray-utils
-CI_PACKAGES = ("dbus-daemon haskell-gtk-sni-tray-utils gir1.2-ayatanaappindicator3-0.1 "
-               "gir1.2-gtk-3.0 libgirepository1.0-dev libcairo2-dev pkg-config")
+SNI_WATCHER = "/usr/bin/status-notifier-watcher"  # Debian: haskell-status-notifier-item-utils
+CI_PACKAGES = ("dbus-daemon haskell-status-notifier-item-utils haskell-gtk-sni-tray-utils "
+               "trayer gir1.2-ayatanaappindicator3-0.1 gir1.2-gtk-3.0 libgirepository1.0-dev "
+               "libcairo2-dev pkg-config")
 
 
 def require_menu_libraries() -> None:
@@ -210,24 +214,45 @@ def stop_process(proc: subprocess.Popen[Any]) -> None:
 
 @pytest.fixture
 def sni_host(xserver: str, session_bus: str, tmp_path: Path) -> Iterator[str]:
-    """gtk-sni-tray-standalone, a real StatusNotifier host (and watcher) on the private bus,
-    drawing its bar on the Xvfb display; yields the bus address once its host is registered."""
+    """A real StatusNotifierWatcher (status-notifier-watcher) and a real host drawing its bar
+    on the Xvfb display (gtk-sni-tray-standalone), on the private bus; yields the bus address
+    once the host is registered. The watcher runs first, on its own: the host's --watcher
+    option starts one too, but then calls it before it owns its name, one start in four."""
     require_menu_libraries()
-    if not os.path.exists(SNI_HOST):
-        pytest.skip(f"{SNI_HOST} not found: apt-get install haskell-gtk-sni-tray-utils")
+    for program, package in ((SNI_WATCHER, "haskell-status-notifier-item-utils"),
+                             (SNI_HOST, "haskell-gtk-sni-tray-utils")):
+        if not os.path.exists(program):
+            pytest.skip(f"{program} not found: apt-get install {package}")
     from daemon_proc import wait_for
 
     env = {**os.environ, "DISPLAY": xserver, "DBUS_SESSION_BUS_ADDRESS": session_bus,
            "NO_AT_BRIDGE": "1"}
-    with open(tmp_path / "sni-host.log", "wb") as log:
-        proc = subprocess.Popen([SNI_HOST, "--watcher", "--bottom"], env=env, stdout=log,
-                                stderr=log)
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(args: list[str], name: str) -> subprocess.Popen[bytes]:
+        with open(tmp_path / f"{name}.log", "wb") as log:
+            procs.append(subprocess.Popen(args, env=env, stdout=log, stderr=log))
+        return procs[-1]
+
+    def wait(what: str, proc: subprocess.Popen[bytes], name: str, ready: Any) -> None:
+        try:
+            wait_for(ready, 30, what)
+        except AssertionError as exc:
+            log_text = (tmp_path / f"{name}.log").read_text(errors="replace")[-3000:]
+            raise AssertionError(f"{exc}; exit status {proc.poll()}; its log:\n"
+                                 f"{log_text}") from None
+
     try:
         with Bus(session_bus) as bus:
-            wait_for(lambda: bus.host_registered(), 30, "the StatusNotifier host to register")
+            watcher = start([SNI_WATCHER], "sni-watcher")
+            wait("the StatusNotifierWatcher", watcher, "sni-watcher",
+                 lambda: bus.has_owner(WATCHER))
+            host = start([SNI_HOST, "--bottom"], "sni-host")
+            wait("the StatusNotifier host to register", host, "sni-host", bus.host_registered)
         yield session_bus
     finally:
-        stop_process(proc)
+        for proc in reversed(procs):
+            stop_process(proc)
 
 
 WATCHER = "org.kde.StatusNotifierWatcher"
@@ -288,6 +313,11 @@ class Bus:
                                     "ss", (interface, name))
         return value
 
+    def has_owner(self, name: str) -> bool:
+        [owned] = self.call("org.freedesktop.DBus", "/org/freedesktop/DBus",
+                            "org.freedesktop.DBus", "NameHasOwner", "s", (name,))
+        return bool(owned)
+
     def host_registered(self) -> bool:
         try:
             return bool(self.prop(WATCHER, "/StatusNotifierWatcher", WATCHER,
@@ -339,3 +369,34 @@ class Bus:
 def desktop_bus(sni_host: str) -> Iterator[Bus]:
     with Bus(sni_host) as bus:
         yield bus
+
+
+TRAYER = "/usr/bin/trayer"  # Debian: trayer, a standalone XEmbed system tray
+
+
+@pytest.fixture
+def trayer(xserver: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+    """trayer, a real XEmbed system tray, along the top of the Xvfb screen; yields DISPLAY."""
+    if not os.path.exists(TRAYER):
+        pytest.skip(f"{TRAYER} not found: apt-get install trayer")
+    from daemon_proc import wait_for
+
+    from tray.backend_choice import xembed_tray_owned
+
+    monkeypatch.setenv("DISPLAY", xserver)
+    with open(tmp_path / "trayer.log", "wb") as log:
+        proc = subprocess.Popen([TRAYER, "--edge", "top", "--align", "left", "--widthtype",
+                                 "pixel", "--width", "240", "--height", "48"],
+                                env={**os.environ, "NO_AT_BRIDGE": "1"}, stdout=log, stderr=log)
+    try:
+        wait_for(lambda: xembed_tray_owned(xserver), 30, "trayer to own the tray selection")
+        yield xserver
+    finally:
+        stop_process(proc)
+
+
+@pytest.fixture
+def menu_libraries() -> None:
+    """PyGObject and GTK's typelibs, or a skip (or failure) that says why; see
+    :func:`require_menu_libraries`."""
+    require_menu_libraries()

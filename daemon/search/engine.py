@@ -9,6 +9,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 
 # Unfiltered neighbours checked against a filter before its full id list is built.
 FILTER_OVERFETCH = 200
+_LEGS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ragd-leg")
 
 _QUOTED = re.compile(r'"([^"]+)"')
 
@@ -204,8 +206,10 @@ class SearchEngine:
         shown by its best chunks."""
         s, f = self.settings, req.filters
         k = max(s.overfetch, req.top_k * 3)
-        kw, sem = self.keyword_hits(query, k, f), self.semantic_hits(query, k, f)
-        titles, phrase = self.title_leg(query, f), self.phrase_hits(query, k, f)
+        # The semantic leg (ONNX, FAISS) releases the GIL: it runs while the keyword legs do.
+        pending = _LEGS.submit(self.semantic_hits, query, k, f)
+        kw, phrase = self.keyword_hits(query, k, f), self.phrase_hits(query, k, f)
+        titles, sem = self.title_leg(query, f), pending.result()
         rows = self.catalog.chunks_by_id(sorted({c for c, _ in [*kw, *sem, *phrase]}
                                                 | set(titles)))
 

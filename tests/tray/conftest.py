@@ -143,6 +143,19 @@ def vault(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def daemon(ragd_home: Path, vault: Path, tmp_path: Path) -> Iterator[Any]:
+    """A real daemon over the test vault, idle (its first pass done)."""
+    from daemon_proc import DaemonProc
+
+    d = DaemonProc(ragd_home, vault, tmp_path / "daemon.log").start()
+    try:
+        d.wait_idle()
+        yield d
+    finally:
+        d.stop()
+
+
+@pytest.fixture
 def desktop_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A throwaway HOME and XDG_CONFIG_HOME, so autostart never touches the real session."""
     home = tmp_path / "home"
@@ -203,7 +216,16 @@ def session_bus() -> Iterator[str]:
         stop_process(proc)
 
 
+@pytest.fixture(name="stop_process")
+def stop_process_fixture() -> Any:
+    """:func:`stop_process`, for test modules (they cannot import conftest)."""
+    return stop_process
+
+
 def stop_process(proc: subprocess.Popen[Any]) -> None:
+    """Terminate ``proc`` and reap it; kill it when it does not end within 10 s."""
+    if proc.poll() is not None:
+        return
     proc.terminate()
     try:
         proc.wait(timeout=10)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -152,3 +153,42 @@ def test_the_tray_falls_back_to_xorg_when_its_backend_cannot_load(tmp_path: Path
         assert "backend did not load" in run.stderr and "using xorg (no menu)" in run.stderr
 
 
+
+
+@pytest.mark.slow
+def test_an_icon_without_a_menu_says_so_once(tray_host: Any, tmp_path: Path,
+                                             stop_process: Any) -> None:
+    """The real tray on the xorg backend ([tray] backend = xorg), started twice: the first
+    start tells the user there is no menu and which commands do the same; the second does not."""
+    from daemon_proc import wait_for
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYSTRAY_BACKEND", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS")}
+    env["RAGD_TRAY_BACKEND"] = "xorg"
+    log = resolve_paths().state_dir / "tray.log"
+    outputs = []
+
+    def started(times: int) -> bool:
+        text = log.read_text(encoding="utf-8") if log.exists() else ""
+        # Past the notice: the icon runs and follows the (absent) daemon. A second start may
+        # dock a window with the first one's id, so `docked` is not counted.
+        starts = text.split("; backend xorg: set in the configuration")
+        return len(starts) == times + 1 and "daemon not reachable" in starts[-1] and bool(
+            tray_host.docked)
+
+    for run in (1, 2):
+        out = tmp_path / f"tray-{run}.err"
+        with open(out, "wb") as err:
+            proc = subprocess.Popen([sys.executable, "-m", "tray.app", "--no-start"], env=env,
+                                    cwd=Path(__file__).resolve().parents[2],
+                                    stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            wait_for(lambda n=run: started(n), 30, f"start {run} to dock")
+        finally:
+            stop_process(proc)
+        outputs.append(out.read_text(encoding="utf-8"))
+    assert ("note: ragd's tray icon has no menu here (set in the configuration ([tray] "
+            "backend)). The same actions from a terminal: ragd status, ragd index, ragd pause, "
+            "ragd resume, ragd stop.") in outputs[0]
+    assert "note:" not in outputs[1]
+    assert "Traceback" not in outputs[0] + outputs[1]

@@ -13,7 +13,7 @@ import importlib
 import os
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,16 +27,6 @@ from tray.autostart import Autostart
 
 pytestmark = pytest.mark.slow
 T = TypeVar("T")
-
-
-@pytest.fixture
-def daemon(ragd_home: Path, vault: Path, tmp_path: Path) -> Iterator[DaemonProc]:
-    d = DaemonProc(ragd_home, vault, tmp_path / "daemon.log").start()
-    try:
-        d.wait_idle()
-        yield d
-    finally:
-        d.stop()
 
 
 def on_gtk(fn: Callable[[], T]) -> T:

@@ -29,18 +29,8 @@ ITEM = "org.kde.StatusNotifierItem"
 
 
 @pytest.fixture
-def daemon(ragd_home: Path, vault: Path, tmp_path: Path) -> Iterator[DaemonProc]:
-    d = DaemonProc(ragd_home, vault, tmp_path / "daemon.log").start()
-    try:
-        d.wait_idle()
-        yield d
-    finally:
-        d.stop()
-
-
-@pytest.fixture
-def tray(daemon: DaemonProc, xserver: str, sni_host: str, desktop_home: Path,
-         tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+def tray(daemon: DaemonProc, xserver: str, sni_host: str, desktop_home: Path, tmp_path: Path,
+         stop_process: Any) -> Iterator[subprocess.Popen[bytes]]:
     """`ragd-tray --no-start` in the desktop session, with [tray] backend left on auto."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYSTRAY_BACKEND", "WAYLAND_DISPLAY")}
     env.update(DISPLAY=xserver, DBUS_SESSION_BUS_ADDRESS=sni_host, NO_AT_BRIDGE="1")
@@ -50,13 +40,7 @@ def tray(daemon: DaemonProc, xserver: str, sni_host: str, desktop_home: Path,
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop_process(proc)
 
 
 def test_the_exported_menu_drives_the_daemon(desktop_bus: Any, daemon: DaemonProc,

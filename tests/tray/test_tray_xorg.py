@@ -13,7 +13,6 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,16 +85,6 @@ def colour_on_screen(host: Any, slot: int = 0) -> tuple[int, int, int]:
 
 def close_to(actual: tuple[int, ...], wanted: tuple[int, ...], tolerance: int = 40) -> bool:
     return all(abs(a - w) <= tolerance for a, w in zip(actual, wanted, strict=False))
-
-
-@pytest.fixture
-def daemon(ragd_home: Path, vault: Path, tmp_path: Path) -> Iterator[DaemonProc]:
-    d = DaemonProc(ragd_home, vault, tmp_path / "daemon.log").start()
-    try:
-        d.wait_idle()
-        yield d
-    finally:
-        d.stop()
 
 
 def test_real_icon_follows_and_drives_the_daemon(

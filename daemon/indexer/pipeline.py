@@ -200,6 +200,9 @@ class Indexer:
         changed, then which documents the changed ones hold now. A document whose key is known
         with the same content is not embedded again, wherever it is found."""
         t0 = time.perf_counter()
+        scope = getattr(kind, "hint_scope", None)  # a kind may widen a hint (Calibre: all)
+        if paths is not None and scope is not None:
+            paths = scope(paths)
         walked = kind.walk(root, should_stop=self.should_stop, max_entries=max_entries)
         blind = {rel for rel, _ in walked.skipped}
         blind_dirs = tuple(rel + "/" for rel in blind)

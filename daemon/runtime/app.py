@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 SYSTEM_DESCRIPTIONS = {
     "obsidian": "Obsidian vault notes (markdown with tags, aliases and wikilinks)",
     "email": "Mail messages (Maildir, mbox, .eml) with sender, recipients, date and folder",
+    "calibre": "Calibre books with authors, tags, series, publisher and page or chapter",
 }
 _MAIL_ONLY = "mail_only:"  # catalog meta key prefix: the one file a mail collection reads
 
@@ -140,7 +141,27 @@ class App:
     def register_system_collections(self) -> list[Collection]:
         """Register the configured (or discovered) vaults, the first as `obsidian`, and the
         configured mail paths, the first as `email`."""
-        return self._register_vaults() + self._register_mail()
+        return self._register_vaults() + self._register_mail() + self._register_calibre()
+
+    def _register_calibre(self) -> list[Collection]:
+        """Each library of ``[calibre] libraries`` (else the one Calibre's own settings name)
+        is a collection: `calibre`, then `calibre-<name>`."""
+        from daemon.settings.calibrelib import METADATA_DB, discover_libraries
+
+        out: list[Collection] = []
+        if not self.config.calibre.enabled:
+            return out
+        raw = self.config.calibre.libraries
+        roots = [Path(p).expanduser().resolve() for p in raw] if raw else discover_libraries()
+        for n, root in enumerate(roots):
+            if not (root / METADATA_DB).is_file():
+                log.warning("[calibre] libraries: %s holds no %s; skipped", root, METADATA_DB)
+                continue
+            name = "calibre" if n == 0 else f"calibre-{_slug(root.name)}"
+            out.append(self.catalog.ensure_collection(
+                name, type="system", kind="calibre", root=str(root),
+                description=f"{SYSTEM_DESCRIPTIONS['calibre']}: {root}"))
+        return out
 
     def _register_mail(self) -> list[Collection]:
         """Each path of ``[email] paths`` is a collection: `email`, then `email-<name>`. A path
@@ -230,7 +251,8 @@ class App:
                 "source_types": st["source_types"],
                 "sample_titles": self.catalog.sample_titles(c.id),
                 "root": c.root, "skipped_count": st["skipped_count"], "skips": st["skips"],
-                **(self._mail_info(c) if c.kind == "mail" else {})}
+                **(self._mail_info(c) if c.kind == "mail" else {}),
+                **({"book_count": st["source_count"]} if c.kind == "calibre" else {})}
 
     def _mail_info(self, c: Collection) -> dict[str, Any]:
         """What rag_collection_info adds for mail: folders, message counts, the date range."""
@@ -254,7 +276,8 @@ class App:
             raise ConfigError(f"the folder of collection {coll.name!r} does not exist: {root}",
                               "check the path in config.toml, or remount the drive")
         only = self.catalog.get_meta(_MAIL_ONLY + coll.name) or None
-        kind = kind_for(coll.kind, self.config.index.exclude, self.documents, root, only=only)
+        kind = kind_for(coll.kind, self.config.index.exclude, self.documents, root, only=only,
+                        formats=self.config.calibre.formats)
         reembed = self.reembed_needed and paths is None
         report = self.indexer.sync(coll, kind, paths=paths, force=force or reembed,
                                    max_entries=self.max_files(coll))

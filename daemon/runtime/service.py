@@ -88,6 +88,7 @@ class Daemon:
         self.progress: Progress | None = None
         self.recent_errors: list[dict[str, Any]] = []
         self.last_reports: dict[str, dict[str, Any]] = {}
+        self.retrying: dict[str, dict[str, Any]] = {}  # busy sources synced again later
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._subscribers: set[Connection] = set()
@@ -265,6 +266,7 @@ class Daemon:
                     paths = None if job.paths is None or "" in job.paths else sorted(job.paths)
                     reports.append(app.sync_collection(coll, paths=paths, force=job.force))
                     self._note_errors(reports[-1])
+                    self.retrying.pop(name, None)
                     self.last_reports[name] = _brief(reports[-1])
                 job.finish(reports)
         except Interrupted:
@@ -273,6 +275,9 @@ class Daemon:
         except RagdError as exc:
             log.warning("indexing %s: %s", job.collection, exc)
             self.recent_errors.append({"time": time.time(), "error": str(exc)})
+            retry = getattr(exc, "retry_after_s", None)  # a busy source (a locked library)
+            if retry and job.kind == "sync":
+                self._retry_later(job, float(retry), str(exc))
             job.finish(error=exc)
         except Exception as exc:
             log.exception("indexing %s failed", job.collection)
@@ -283,6 +288,19 @@ class Daemon:
             self.progress = None
             del self.recent_errors[:-20]
             self._emit(self.indexing_event("idle" if self.queue.idle() else "indexing"))
+
+    def _retry_later(self, job: Job, delay: float, why: str) -> None:
+        """Sync again after ``delay`` (a Calibre library being saved is locked for a moment);
+        `status` shows it under ``retrying`` until a sync of the collection succeeds."""
+        self.retrying[job.collection or "all"] = {"error": why, "retry_at": time.time() + delay}
+
+        def again() -> None:
+            if not self._stop.is_set():
+                self.queue.put(Job("sync", job.collection, HINT, paths=job.paths))
+
+        timer = threading.Timer(delay, again)
+        timer.daemon = True
+        timer.start()
 
     def _note_errors(self, report: IndexReport) -> None:
         for path, err in report.errors:
@@ -415,7 +433,7 @@ class Daemon:
             "paths": {"config": str(self.paths.config_file), "log": str(self.paths.log_file),
                       "data": str(self.paths.data_dir)},
             "watching": sorted(self._watcher.watching) if self._watcher else [],
-            "fatal": self.fatal, "collections": [],
+            "fatal": self.fatal, "collections": [], "retrying": dict(self.retrying),
             "reembedding": bool(self.app is not None and self.app.reembed_needed),
             **self.startup(),
         }

@@ -150,11 +150,16 @@ class FolderKind(_DocumentsMixin):
 
 
 def kind_for(name: str, exclude: Sequence[str], docs: Documents | None = None,
-             root: Path | None = None, *, only: str | None = None
-             ) -> SourceKind | ContainerKind:
+             root: Path | None = None, *, only: str | None = None,
+             formats: Sequence[str] | None = None) -> SourceKind | ContainerKind:
     """The kind of a collection; with ``docs`` (and the collection's ``root``) it also reads
     the documents beside the notes (and mail attachments). ``only`` limits a mail collection
-    to one file of its root (an mbox or .eml configured by itself)."""
+    to one file of its root (an mbox or .eml configured by itself); ``formats`` is a Calibre
+    library's order of preferred book formats."""
+    if name == "calibre":
+        from daemon.sources.calibre import DEFAULT_FORMATS, CalibreKind
+
+        return CalibreKind(docs, formats=formats or DEFAULT_FORMATS)
     if name == "mail":
         from daemon.sources.mailkind import MailKind
 

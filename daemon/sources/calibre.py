@@ -1,0 +1,251 @@
+"""The calibre collection's kind: a book is a document keyed by its Calibre id (decision 0018).
+
+Each book's folder is a container (decision 0015) holding one document, ``calibre:<id>``. The
+walk is one read of ``metadata.db`` (``daemon.sources.calibredb``); a book's container size and
+mtime come from the file of its chosen format and from its ``last_modified``, so an edit in
+Calibre or a file replaced in place marks it changed and nothing else is looked at. What is
+embedded is the chosen format's text, converted through the doc store (cached by the file's
+bytes), then the description; the metadata (authors, tags, series, ...) lives on the source,
+so an edit that leaves the text alone re-embeds nothing but the small properties chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from daemon.convert.formats import FORMATS, Format, format_for
+from daemon.models import Document, FileState, Skip
+from daemon.sources.base import Entry
+from daemon.sources.calibredb import Book, book_uri, pub_day, read_library, timestamp_ns
+from daemon.sources.containment import open_inside
+from daemon.sources.files import WalkResult, read_bytes
+
+if TYPE_CHECKING:
+    from daemon.convert.documents import Documents
+
+log = logging.getLogger(__name__)
+
+DEFAULT_FORMATS = ("EPUB", "AZW3", "MOBI", "PDF", "TXT")
+# Formats Calibre's ebook-convert turns into EPUB when no format we read is there.
+CONVERTIBLE = ("AZW3", "AZW", "MOBI", "KFX", "FB2", "LIT", "PDB", "LRF", "RTF", "ODT", "CBZ",
+               "DJVU", "SNB", "TCR")
+EBOOK_CONVERT_TIMEOUT_S = 300.0
+SERIES_TAG = "series/"  # a book in series S also has the tag "series/s" (the tag filter)
+
+
+def _html_to_text(html: str) -> str:
+    from daemon.convert.markdown import html_to_text
+
+    return html_to_text(html)
+
+
+def book_tags(book: Book) -> list[str]:
+    """The book's tags as the tag filter matches them (lower case), with its series as the
+    nested tag ``series/<name>``: ``tags=["series/foundation"]`` finds the series."""
+    tags = [t.strip().lower() for t in book.tags if t.strip()]
+    if book.series.strip():
+        tags.append(SERIES_TAG + book.series.strip().lower().replace(",", " "))
+    return list(dict.fromkeys(tags))
+
+
+class CalibreKind:
+    """One Calibre library: ``metadata.db`` and the book folders beside it."""
+
+    kind = "calibre"
+
+    def __init__(self, docs: Documents | None = None, *,
+                 formats: Sequence[str] = DEFAULT_FORMATS,
+                 ebook_convert: str | None = None,
+                 html_to_text: Callable[[str], str] = _html_to_text) -> None:
+        self.docs = docs
+        self.formats = tuple(f.strip().upper() for f in formats if f.strip())
+        self.ebook_convert = ebook_convert if ebook_convert is not None else (
+            shutil.which("ebook-convert") or "")
+        self.html_to_text = html_to_text
+        self._books: dict[str, tuple[Book, str | None]] = {}  # folder -> (book, format)
+
+    # -- containers -----------------------------------------------------------------------------
+    def walk(self, root: Path, *, should_stop: Callable[[], bool] | None = None,
+             max_entries: int | None = None) -> WalkResult:
+        """One container per book: its folder, with a size and mtime that change when the
+        chosen file or the book's ``last_modified`` does. Raises ``LibraryBusy`` while
+        Calibre holds a write lock (nothing is changed then)."""
+        self._books = {}
+        files: list[FileState] = []
+        for book in read_library(root):
+            if not book.path:
+                continue
+            fmt = self.choose_format(book)
+            size = mtime = 0
+            if fmt is not None:
+                st = _stat(root, book.file_rel(fmt))
+                if st is None:
+                    fmt = None
+                else:
+                    size, mtime = st
+            mtime = max(mtime, timestamp_ns(book.last_modified))
+            self._books[book.path] = (book, fmt)
+            files.append(FileState(book.path, size, mtime))
+        return WalkResult(files, [])
+
+    @staticmethod
+    def hint_scope(paths: Sequence[str]) -> None:
+        """Any change under the library (``metadata.db`` above all) means: read the list of
+        books again. That is one query, and unchanged books are not looked at."""
+        return None
+
+    def appendable(self, rel: str) -> bool:
+        return False
+
+    def choose_format(self, book: Book) -> str | None:
+        """The first format of the configured order the book has; else one ebook-convert
+        can read (when it is installed); else None (metadata and description only)."""
+        for fmt in self.formats:
+            if fmt in book.formats:
+                return fmt
+        for fmt in sorted(book.formats):
+            if format_for("x." + fmt.lower()) is not None:
+                return fmt
+        if self.ebook_convert:
+            for fmt in CONVERTIBLE:
+                if fmt in book.formats:
+                    return fmt
+        return None
+
+    def entries(self, root: Path, rel: str, start: int) -> Iterator[Entry]:
+        found = self._books.get(rel)
+        if found is None:
+            return
+        book, fmt = found
+        file_state = _stat(root, book.file_rel(fmt)) if fmt else None
+        digest = hashlib.sha256(json.dumps(
+            [book.metadata_key(), fmt, file_state, self.formats], ensure_ascii=False,
+            default=str).encode("utf-8")).hexdigest()
+        location = self.location_metadata(root, f"calibre:{book.id}", rel, "")
+        yield Entry(f"calibre:{book.id}", "", digest, 0,
+                    lambda: self.document(root, book, fmt), location)
+
+    def location_metadata(self, root: Path, key: str, container: str,
+                          locator: str) -> dict[str, Any]:
+        return {"folder": container}
+
+    # -- documents ------------------------------------------------------------------------------
+    def document(self, root: Path, book: Book, fmt: str | None) -> Document:
+        """The book as the pipeline chunks it: its text, then its description; the metadata
+        on the source. A book whose text cannot be read is still found by its metadata."""
+        warnings: list[str] = []
+        body, source_type = "", "book"
+        extra: dict[str, Any] = {}
+        if fmt is None:
+            if book.formats:
+                warnings.append("calibre_no_readable_format")
+        else:
+            text = self._text(root, book, fmt, warnings)
+            if text is not None:
+                body, source_type, extra = text
+        parts = [body.strip()]
+        description = self.html_to_text(book.comments).strip() if book.comments else ""
+        if description:
+            parts.append("## Description\n\n" + description)
+        file_uri = ""
+        if fmt is not None:
+            file_uri = (root / book.file_rel(fmt)).resolve().as_uri()
+        metadata: dict[str, Any] = {
+            **extra, "calibre_id": book.id, "uuid": book.uuid, "authors": list(book.authors),
+            "tags": book_tags(book), "calibre_tags": list(book.tags),
+            "series": book.series or None,
+            "series_index": book.series_index if book.series else None,
+            "publisher": book.publisher or None, "languages": list(book.languages),
+            "identifiers": dict(book.identifiers), "format": fmt, "formats": sorted(book.formats),
+            "folder": book.path, "library": str(root),
+            "source_uri": book_uri(root, book.id, fmt), "file_uri": file_uri or None,
+            # What the properties chunk shows: found by a search for the author or series
+            # even when the text is not readable.
+            "frontmatter": {"authors": list(book.authors),
+                            "series": (f"{book.series} #{book.series_index:g}"
+                                       if book.series else None),
+                            "publisher": book.publisher or None},
+        }
+        return Document(title=book.title.strip() or f"Book {book.id}",
+                        text="\n\n".join(p for p in parts if p), source_type=source_type,
+                        metadata=metadata, date=pub_day(book.pubdate),
+                        warnings=tuple(dict.fromkeys(warnings)))
+
+    def _text(self, root: Path, book: Book, fmt: str, warnings: list[str]
+              ) -> tuple[str, str, dict[str, Any]] | None:
+        """(markdown, source type, conversion metadata) of one format, or None (a warning
+        says why)."""
+        if self.docs is None:
+            return None
+        rel = book.file_rel(fmt)
+        data = read_bytes(root, rel, self.docs.settings.max_file_bytes)
+        if isinstance(data, Skip):
+            warnings.append("text_" + data.code)
+            return None
+        target: Format | None = format_for(rel)
+        if target is None:
+            converted = self._ebook_convert(data, fmt, warnings)
+            if converted is None:
+                return None
+            data, target = converted, FORMATS["epub"]
+        conv = self.docs.store.convert(data, target, source_path=str(root / rel))
+        if isinstance(conv, Skip):
+            warnings.append("text_" + conv.code)
+            return None
+        if not conv.markdown.strip():
+            warnings.append("text_no_text")
+            return None
+        meta = {k: v for k, v in conv.metadata.items() if k in ("pages", "chapters")}
+        return conv.markdown, conv.source_type, {**meta, "content_hash": conv.content_hash}
+
+    def _ebook_convert(self, data: bytes, fmt: str, warnings: list[str]) -> bytes | None:
+        """The book as EPUB through Calibre's ebook-convert, cached by the source bytes (its
+        output differs run to run, and it takes seconds)."""
+        if not self.ebook_convert or self.docs is None:
+            warnings.append("calibre_no_readable_format")
+            return None
+        digest = hashlib.sha256(data).hexdigest()
+        cache = self.docs.store.root / "calibre-epub" / digest[:2] / f"{digest}.epub"
+        if cache.is_file():
+            return cache.read_bytes()
+        with tempfile.TemporaryDirectory(prefix="ragd-calibre-") as tmp:
+            src, out = Path(tmp) / f"book.{fmt.lower()}", Path(tmp) / "book.epub"
+            src.write_bytes(data)
+            try:
+                done = subprocess.run([self.ebook_convert, str(src), str(out)],
+                                      capture_output=True, timeout=EBOOK_CONVERT_TIMEOUT_S,
+                                      check=False)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                log.warning("ebook-convert failed on a %s book: %s", fmt, exc)
+                warnings.append("text_ebook_convert_failed")
+                return None
+            if done.returncode != 0 or not out.is_file():
+                log.warning("ebook-convert failed on a %s book (exit %s): %s", fmt,
+                            done.returncode, done.stderr[-500:].decode("utf-8", "replace"))
+                warnings.append("text_ebook_convert_failed")
+                return None
+            epub = out.read_bytes()
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp_cache = cache.with_suffix(".part")
+        tmp_cache.write_bytes(epub)
+        tmp_cache.replace(cache)
+        return epub
+
+
+def _stat(root: Path, rel: str) -> tuple[int, int] | None:
+    """(size, mtime_ns) of a file inside the library; None when it is missing or outside."""
+    opened = open_inside(root, rel)
+    if isinstance(opened, Skip):
+        return None
+    fd, st = opened
+    os.close(fd)
+    return int(st.st_size), int(st.st_mtime_ns)

@@ -1,0 +1,85 @@
+"""Calibre libraries for tests: books generated here (a small valid EPUB, a PDF), added and
+edited with Calibre's own ``calibredb`` (Debian's ``calibre`` package; CI installs it)."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import zipfile
+from html import escape
+from pathlib import Path
+
+import pytest
+
+CALIBREDB = shutil.which("calibredb")
+needs_calibre = pytest.mark.skipif(CALIBREDB is None,
+                                   reason="Calibre's calibredb is not installed "
+                                          "(apt-get install calibre)")
+BOOKS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "books"
+
+
+def epub_bytes(title: str, author: str, chapters: list[tuple[str, str]], *,
+               lang: str = "en") -> bytes:
+    """A small valid EPUB 3: the mimetype stored first, a package file, one XHTML file per
+    (heading, paragraph) chapter, and a navigation document."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip",
+                   compress_type=zipfile.ZIP_STORED)
+        z.writestr("META-INF/container.xml", """<?xml version="1.0"?>
+<container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">
+<rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/>
+</rootfiles></container>""")
+        items = "\n".join(f'<item id="c{i}" href="c{i}.xhtml" '
+                          'media-type="application/xhtml+xml"/>'
+                          for i in range(len(chapters)))
+        spine = "".join(f'<itemref idref="c{i}"/>' for i in range(len(chapters)))
+        z.writestr("OEBPS/content.opf", f"""<?xml version="1.0" encoding="UTF-8"?>
+<package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id">
+<metadata xmlns:dc="http://purl.org/dc/elements/1.1/">
+<dc:identifier id="id">urn:uuid:{abs(hash((title, author))):032x}</dc:identifier>
+<dc:title>{escape(title)}</dc:title><dc:creator>{escape(author)}</dc:creator>
+<dc:language>{lang}</dc:language>
+<meta property="dcterms:modified">2024-01-01T00:00:00Z</meta></metadata>
+<manifest><item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>
+{items}</manifest>
+<spine>{spine}</spine></package>""")
+        nav = "".join(f'<li><a href="c{i}.xhtml">{escape(h)}</a></li>'
+                      for i, (h, _) in enumerate(chapters))
+        z.writestr("OEBPS/nav.xhtml", f"""<?xml version="1.0" encoding="UTF-8"?>
+<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops">
+<head><title>Contents</title></head><body><nav epub:type="toc"><ol>{nav}</ol></nav></body></html>""")
+        for i, (heading, text) in enumerate(chapters):
+            z.writestr(f"OEBPS/c{i}.xhtml", f"""<?xml version="1.0" encoding="UTF-8"?>
+<html xmlns="http://www.w3.org/1999/xhtml"><head><title>{escape(heading)}</title></head>
+<body><h1>{escape(heading)}</h1><p>{escape(text)}</p></body></html>""")
+    return buf.getvalue()
+
+
+def calibredb(library: Path, *args: str) -> str:
+    """Run ``calibredb`` on ``library`` (created on first use); its output."""
+    assert CALIBREDB is not None
+    env = {**os.environ, "CALIBRE_CONFIG_DIRECTORY": str(library.parent / ".calibre-config"),
+           "QT_QPA_PLATFORM": "offscreen"}
+    done = subprocess.run([CALIBREDB, "--with-library", str(library), *args],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert done.returncode == 0, f"calibredb {args}: {done.stderr}"
+    return done.stdout
+
+
+def add_book(library: Path, path: Path, *, title: str, authors: str, tags: str = "",
+             series: str = "", series_index: float = 1.0, comments: str = "") -> int:
+    """Add one book file with its metadata; its Calibre id."""
+    args = ["add", "--duplicates", "--title", title, "--authors", authors]
+    if tags:
+        args += ["--tags", tags]
+    if series:
+        args += ["--series", series, "--series-index", str(series_index)]
+    out = calibredb(library, *args, str(path))
+    ids = out.rsplit("Added book ids:", 1)[1].split()[0].strip(",")
+    book_id = int(ids)
+    if comments:
+        calibredb(library, "set_metadata", "--field", f"comments:{comments}", str(book_id))
+    return book_id

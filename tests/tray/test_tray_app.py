@@ -62,6 +62,7 @@ class Recorder:
 # -- imports and start-up without a display -----------------------------------------------
 def test_importing_the_tray_loads_nothing_heavy() -> None:
     loaded = fresh_modules("tray.app", "tray.viewmodel", "tray.icons", "tray.autostart",
+                           "tray.backend_choice", "tray.backends", "tray.desktop",
                            "daemon.settings.secrets")
     heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY)
     assert heavy == []

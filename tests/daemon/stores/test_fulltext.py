@@ -269,3 +269,43 @@ def test_whoosh_drops_the_most_frequent_terms_past_the_postings_budget(
     assert s._within_budget(["common"]) == ["common"]  # the rarest term always stays
     assert ids(s, "common rare")[0] == 0
     s.close()
+
+
+@pytest.mark.slow
+def test_app_switches_keyword_backend_and_rebuilds_only_when_behind(
+        tmp_path: Path, real_embedder: Any) -> None:
+    from vault_fixtures import write_vault
+
+    from daemon.runtime.app import App
+    from daemon.search.engine import SearchRequest
+    from daemon.settings.config import load_config
+    from daemon.settings.paths import resolve_paths
+
+    vault = write_vault(tmp_path / "vault")
+    paths = resolve_paths()
+
+    def opened(backend: str) -> App:
+        config = load_config(paths, {"obsidian.vaults": [str(vault)],
+                                     "index.keyword_backend": backend})
+        return App(paths, config, embedder=real_embedder)
+
+    def top(app: App, query: str) -> str:
+        req = SearchRequest(query=query, mode="keyword", top_k=3,
+                            filters=Filters(folder="Astronomy"))
+        return str(app.search_engine.search(req)["results"][0]["title"])
+
+    with opened("whoosh") as app:
+        app.sync_all()
+        assert top(app, "planet moons telescope") == "Observing Jupiter"
+    with opened("tantivy") as app:  # rebuilt from the catalog, nothing embedded
+        assert isinstance(app.whoosh, TantivyStore)
+        assert app.consistency()["ok"], app.consistency()
+        assert top(app, "planet moons telescope") == "Observing Jupiter"
+        (vault / "Astronomy" / "Saturn.md").write_text("# Saturn\n\nRings and moons.\n",
+                                                       encoding="utf-8")
+        app.sync_all()
+        assert app.consistency()["ok"]
+    with opened("whoosh") as app:  # tantivy got further: Whoosh is rebuilt
+        assert isinstance(app.whoosh, WhooshStore)
+        assert app.consistency()["ok"], app.consistency()
+        assert top(app, "saturn rings") == "Saturn"

@@ -59,9 +59,9 @@ class SearchSettings:
     overfetch: int = 50
     max_per_source: int = 2
     fusion: str = "zscore"  # hybrid mode: "zscore" (decision 0010) or "rrf"
-    z_semantic_weight: float = 0.4
-    z_note_weight: float = 0.3
-    z_keyword_weight: float = 0.3
+    z_semantic_weight: float = 0.25  # decision 0010, retuned with the combined keyword field
+    z_note_weight: float = 0.4
+    z_keyword_weight: float = 0.35
 
 
 def validate(req: SearchRequest) -> None:

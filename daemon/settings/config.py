@@ -153,14 +153,14 @@ class SearchConfig(_Section):
         "(decision 0010) or Reciprocal Rank Fusion of chunk ranks (the weights above)",
     )
     z_semantic_weight: float = Field(
-        default=0.4, ge=0, description="zscore fusion: weight of the semantic leg (chunks)"
+        default=0.25, ge=0, description="zscore fusion: weight of the semantic leg (chunks)"
     )
     z_note_weight: float = Field(
-        default=0.3, ge=0,
+        default=0.4, ge=0,
         description="zscore fusion: weight of the note leg (a note's opening and properties)",
     )
     z_keyword_weight: float = Field(
-        default=0.3, ge=0, description="zscore fusion: weight of the keyword (BM25) leg"
+        default=0.35, ge=0, description="zscore fusion: weight of the keyword (BM25) leg"
     )
 
 

@@ -29,3 +29,14 @@ def test_exact_titles_first_and_deleted_chunks_dropped() -> None:
                 phrase=[])
     assert fuse(legs, DOC_OF, ORDINAL, (0.4, 0.3, 0.3))[0] == "c"
     assert "7" not in fuse(legs, DOC_OF, ORDINAL, (0.4, 0.3, 0.3))
+
+
+def test_choice_is_the_best_worst_margin_then_the_best_mean_margin() -> None:
+    from bench.tune_fusion import MIN_GAIN, choose
+
+    a, b, c = (0.4, 0.3, 0.3), (0.25, 0.4, 0.35), (0.2, 0.4, 0.4)
+    crit = {a: 0.030, b: 0.041, c: 0.044}
+    mean = {a: 0.050, b: 0.064, c: 0.052}
+    assert choose([a, b, c], crit, mean) == b  # within MIN_GAIN of the best, a better mean
+    crit[b] = 0.044 - MIN_GAIN - 0.001
+    assert choose([a, b, c], crit, mean) == c  # too far below on the worst set

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from daemon.convert.formats import FORMATS, Format, format_for
 from daemon.models import Document, FileState, Skip
 from daemon.sources.base import Entry
+from daemon.sources.calibrebook import chapters_markdown
 from daemon.sources.calibredb import Book, book_uri, pub_day, read_library, timestamp_ns
 from daemon.sources.containment import open_inside
 from daemon.sources.files import WalkResult, read_bytes
@@ -155,7 +156,7 @@ class CalibreKind:
         parts = [body.strip()]
         description = self.html_to_text(book.comments).strip() if book.comments else ""
         if description:
-            parts.append("## Description\n\n" + description)
+            parts.append("# Description\n\n" + description)
         file_uri = ""
         if fmt is not None:
             file_uri = (root / book.file_rel(fmt)).resolve().as_uri()
@@ -197,6 +198,10 @@ class CalibreKind:
             if converted is None:
                 return None
             data, target = converted, FORMATS["epub"]
+        if target.name == "epub":  # reflowable: numbered chapters (daemon.sources.calibrebook)
+            chapters = chapters_markdown(self.docs.store, data, str(root / rel))
+            if isinstance(chapters, str):
+                return chapters, "epub", {"chapters": chapters.count("\n# Chapter ") + 1}
         conv = self.docs.store.convert(data, target, source_path=str(root / rel))
         if isinstance(conv, Skip):
             warnings.append("text_" + conv.code)

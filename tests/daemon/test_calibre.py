@@ -103,6 +103,11 @@ def test_books_by_author_tag_series_format_and_page(app: App, lib: Path) -> None
     assert hit["metadata"]["authors"] == ["Mary Wollstonecraft Shelley"]
     assert hit["metadata"]["tags"] == ["gothic", "horror", "series/monsters"]
     assert hit["source_uri"] == "calibre://view-book/Calibre_Library/1/EPUB"
+    # A reflowable book: its page_number is the chapter, in reading order.
+    assert hit["metadata"]["page_number"] == 1
+    assert hit["metadata"]["heading_path"][:2] == ["Chapter 1", "Letter One"]
+    (eye,) = search(app, "candlelight", source_type="epub")
+    assert eye["metadata"]["page_number"] == 2
     # All of Calibre's metadata is on the source (search results show a fixed subset).
     meta = source_metadata(app, "calibre:1")
     assert meta["series"] == "Monsters" and meta["series_index"] == 1

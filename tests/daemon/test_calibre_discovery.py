@@ -130,3 +130,12 @@ def test_reader_is_read_only_and_gives_up_on_a_held_lock(tmp_path: Path) -> None
         db.execute("ROLLBACK")
         db.close()
     assert waits == [0.01, 0.01]
+
+
+def test_chapter_headings_are_page_numbers_of_reflowable_books() -> None:
+    from daemon.convert.formats import page_number
+
+    assert page_number("epub", ("Chapter 3", "Loomings")) == 3
+    assert page_number("pdf", ("Page 2",)) == 2
+    assert page_number("epub", ("Description",)) is None
+    assert page_number("book", ("Chapter 3",)) is None

@@ -27,6 +27,26 @@ def corpus(*parts: str) -> Path:
     return path
 
 
+def fresh_home(name: str) -> Path:
+    """A bench's RAGD_HOME (``~/.cache/ragd-bench/<name>``), emptied but for the exported model
+    (the one-time ONNX export is kept), and set in the environment."""
+    import shutil
+
+    home = Path.home() / ".cache" / "ragd-bench" / name
+    home.mkdir(parents=True, exist_ok=True)
+    for child in home.iterdir():
+        if child.name != "data":
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+    data = home / "data"
+    if data.exists():
+        for child in data.iterdir():
+            if child.name != "models":
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+    os.environ["RAGD_HOME"] = str(home)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return home
+
+
 def pct(values: Sequence[float], p: float) -> float:
     """The p-th percentile (nearest rank) of ``values``."""
     if not values:

@@ -3,11 +3,14 @@ edited with Calibre's own ``calibredb`` (Debian's ``calibre`` package; CI instal
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
+import sqlite3
 import subprocess
 import zipfile
+from collections.abc import Iterator
 from html import escape
 from pathlib import Path
 
@@ -83,3 +86,22 @@ def add_book(library: Path, path: Path, *, title: str, authors: str, tags: str =
     if comments:
         calibredb(library, "set_metadata", "--field", f"comments:{comments}", str(book_id))
     return book_id
+
+
+@contextlib.contextmanager
+def locked_edit(library: Path, book_id: int, description: str) -> Iterator[None]:
+    """Hold ``metadata.db`` locked as Calibre does while it saves (BEGIN EXCLUSIVE), with a
+    new description and ``last_modified`` for one book written but not committed; committed
+    when the block ends without an error."""
+    writer = sqlite3.connect(library / "metadata.db", timeout=1, isolation_level=None)
+    writer.create_function("title_sort", 1, lambda s: s)  # Calibre's triggers call it
+    try:
+        writer.execute("BEGIN EXCLUSIVE")
+        writer.execute("INSERT OR REPLACE INTO comments (book, text) VALUES (?, ?)",
+                       (book_id, description))
+        writer.execute("UPDATE books SET last_modified='2031-01-01 00:00:00+00:00'"
+                       " WHERE id=?", (book_id,))
+        yield
+        writer.execute("COMMIT")
+    finally:
+        writer.close()

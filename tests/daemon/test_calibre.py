@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from calibre_fixtures import add_book, calibredb, epub_bytes, needs_calibre
+from calibre_fixtures import add_book, calibredb, epub_bytes, locked_edit, needs_calibre
 from document_fixtures import pdf_bytes
 
 from daemon.indexer import pipeline
@@ -171,20 +171,11 @@ def test_removed_book_disappears(app: App, lib: Path) -> None:
 
 def test_locked_library_keeps_search_and_catches_up(app: App, lib: Path) -> None:
     sync(app)
-    writer = sqlite3.connect(lib / "metadata.db", timeout=1, isolation_level=None)
-    writer.create_function("title_sort", 1, lambda s: s)  # Calibre's triggers call it
-    try:
-        writer.execute("BEGIN EXCLUSIVE")
-        writer.execute("UPDATE comments SET text=? WHERE book=1",
-                       ("<p>A tale of the saxifrage laboratory.</p>",))
-        writer.execute("UPDATE books SET last_modified='2031-01-01 00:00:00+00:00' WHERE id=1")
+    with locked_edit(lib, 1, "<p>A tale of the saxifrage laboratory.</p>"):
         with pytest.raises(LibraryBusy) as info:
             app.sync_all()
         assert "locked" in str(info.value) and info.value.retry_after_s > 0
         assert search(app, "marshwort")  # searches keep working
-        writer.execute("COMMIT")
-    finally:
-        writer.close()
     report = sync(app)
     assert report.indexed == 1
     assert search(app, "saxifrage") and search(app, "marshwort") == []

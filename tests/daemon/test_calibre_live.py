@@ -3,12 +3,11 @@ and while another program holds metadata.db locked for writing."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
-from calibre_fixtures import add_book, epub_bytes, needs_calibre
+from calibre_fixtures import add_book, epub_bytes, locked_edit, needs_calibre
 from daemon_proc import DaemonProc, wait_for
 
 pytestmark = [pytest.mark.slow, needs_calibre]
@@ -45,22 +44,12 @@ def test_book_added_while_running_and_a_locked_library(
 
         # A writer holds metadata.db locked (Calibre saving). Its journal file is a change the
         # daemon hears about; reading fails, so it says it will try again, and still serves.
-        writer = sqlite3.connect(lib / "metadata.db", timeout=1, isolation_level=None)
-        writer.create_function("title_sort", 1, lambda s: s)  # Calibre's triggers call it
-        try:
-            writer.execute("BEGIN EXCLUSIVE")
-            writer.execute("INSERT OR REPLACE INTO comments (book, text) VALUES (1, ?)",
-                           ("<p>A diary of the quince orchard.</p>",))
-            writer.execute("UPDATE books SET last_modified='2031-01-01 00:00:00+00:00'"
-                           " WHERE id=1")
-            d.call("index", {"collection": "calibre", "wait": False})  # what a sweep or "Reindex now" does
+        with locked_edit(lib, 1, "<p>A diary of the quince orchard.</p>"):
+            d.call("index", {"collection": "calibre", "wait": False})  # as a sweep would
             retrying = wait_for(lambda: d.call("status")["retrying"].get("calibre"), 60,
                                 "the daemon to report the locked library")
             assert "locked" in retrying["error"]
             assert search(d, "kumquats")  # searches keep working meanwhile
-            writer.execute("COMMIT")
-        finally:
-            writer.close()
         wait_for(lambda: search(d, "quince"), 60, "the catch-up after the lock is released")
         wait_for(lambda: not d.call("status")["retrying"], 30, "the retry to be cleared")
     finally:

@@ -6,18 +6,28 @@ Prints a table, writes bench/results/query_latency.json (query_latency-quick.jso
     python bench/query_latency.py [--quick] [--sizes 10k,100k,1m] [--home DIR] [--queries N]
 
 Paths measured, with the same queries (the known-item questions, then SciFact test claims):
-- in process: `SearchEngine.search` in a child process that opened the index (hybrid,
-  keyword and semantic mode), with that process's memory;
-- socket: a running `ragd daemon` answering `search` over its Unix socket (JSON-RPC);
+- in process: one child process opens the index and, query by query, runs each keyword
+  backend in turn (--backends): its legs alone (`SearchEngine.keyword_hits` unfiltered and
+  with a collection filter that holds every chunk, `phrase_hits`; top 50, as hybrid search
+  asks) and a hybrid `SearchEngine.search` with it; the semantic leg once. Taking the
+  backends in turn on each query shares the machine's noise between them. `legacy` is the
+  keyword leg before decision 0016 (an OR over title, headings and content of a Whoosh index
+  of the old schema, built once beside the size home), the baseline every other row is
+  divided by; `whoosh` and `tantivy` are the two values of `index.keyword_backend` (tantivy's
+  index is rebuilt from the catalog when it is behind). Memory: the RSS each backend adds
+  when opened and warmed, and the process's;
+- socket: a running `ragd daemon` (the default backend) answering `search` over its Unix
+  socket (JSON-RPC);
 - MCP: `ragd-mcp` launched over stdio and driven by the MCP SDK's ClientSession
   (`rag_search`, top_k=10), talking to that same daemon. The MCP handshake is timed too.
 Memory: VmRSS / VmHWM of the in-process child and of the daemon at each size.
+The previous run (bench/results/query_latency.json as it was) is printed beside this one.
 
 How the indexes are built, all under --home (default ~/.cache/ragd-bench/latency, kept
 between runs, as building is the expensive part):
 1. `base/`: the distinct text, indexed through ragd's real pipeline (`App.sync_collection`
-   of project collections), embedding each chunk once: obsidian-help-en and kepano-obsidian
-   (--quick), plus SciFact (one note per document) in the full run, and obsidian-hub with
+   of project collections), embedding each chunk once: help-en (obsidian-help-en) and kepano
+   (kepano-obsidian) (--quick), plus SciFact (one note per document) in the full run, and obsidian-hub with
    --with-hub - about 1.8k / 12k / 48k distinct chunks. A second pipeline pass over
    obsidian-help-en under
    another collection checks that a copy costs no embedding (the cache key is the hash of
@@ -52,7 +62,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import REPO, bar_plot, corpus, pct, table, write_json  # noqa: E402
+from bench.common import REPO, RESULTS, bar_plot, corpus, pct, table, write_json  # noqa: E402
 
 SIZES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
 TOP_K = 10
@@ -60,7 +70,7 @@ WARMUP = 5
 NOISE = 0.05
 BATCH_SOURCES = 200
 CATCH_UP_EVERY = 50_000  # chunks committed between projections to FAISS and Whoosh
-BUILD_VERSION = 1  # bump when the way size homes are built changes
+BUILD_VERSION = 2  # bump when the way size homes are built changes
 
 
 # -- query set ----------------------------------------------------------------------------------
@@ -88,15 +98,16 @@ def pool(quick: bool, base: Path, with_hub: bool = False) -> list[tuple[str, Pat
     obsidian-hub (about 35k more chunks) is opt-in: embedding it takes half an hour on two
     cores, and the 12k distinct chunks of the other three already keep the copies varied.
     """
-    units = [("obsidian-help-en", corpus("vault", "obsidian-help-en")),
-             ("kepano-obsidian", corpus("vault", "kepano-obsidian"))]
+    # Not "obsidian-...": names of ragd's own collections are reserved (decision 0012).
+    units = [("help-en", corpus("vault", "obsidian-help-en")),
+             ("kepano", corpus("vault", "kepano-obsidian"))]
     if not quick:
         from bench.quality import load_scifact, write_notes
 
         docs, _, _ = load_scifact(quick=False)
         units.append(("scifact", write_notes(docs, base / "notes" / "scifact")))
         if with_hub:
-            units.append(("obsidian-hub", corpus("vault", "obsidian-hub")))
+            units.append(("hub", corpus("vault", "obsidian-hub")))
     return units
 
 
@@ -110,7 +121,7 @@ def build_base(base: Path, units: list[tuple[str, Path]]) -> dict[str, Any]:
             print(f"base: indexing {name} ({root}) ...", file=sys.stderr, flush=True)
             out[name] = index_folder(app, name, root)
         name, root = units[0]
-        check = index_folder(app, f"{name}~cache-check", root)
+        check = index_folder(app, f"{name}-cache-check", root)
         out["cache_check"] = {"collection": check["collection"], "chunks": check["chunks"],
                               "embedded_now": check["embedded_now"],
                               "holds": check["embedded_now"] == 0}
@@ -126,7 +137,7 @@ class Unit:
 
     @property
     def name(self) -> str:
-        return self.collection if self.copy == 0 else f"{self.collection}~copy{self.copy:03d}"
+        return self.collection if self.copy == 0 else f"{self.collection}-copy{self.copy:03d}"
 
 
 def plan(target: int, sizes: list[tuple[str, int]]) -> list[Unit]:
@@ -345,27 +356,176 @@ def summary(ms: list[float], queries: list[str] | None = None) -> dict[str, Any]
     return out
 
 
+# -- the keyword leg before decision 0016, the baseline --------------------------------------------
+LEGACY_DIR = "bench-whoosh-v1"
+LEGACY_FIELDS = ("title", "headings", "content")
+
+
+def _legacy_schema() -> Any:
+    from whoosh.fields import ID, KEYWORD, NUMERIC, TEXT, Schema
+
+    from daemon.stores.fulltext import _analyzer
+
+    ana = _analyzer()
+    return Schema(chunk_id=ID(stored=True, unique=True),
+                  title=TEXT(analyzer=ana, field_boost=3.0),
+                  headings=TEXT(analyzer=ana, field_boost=2.0),
+                  content=TEXT(analyzer=ana, phrase=True),
+                  collection=ID, source_type=ID, folders=KEYWORD(commas=True),
+                  tags=KEYWORD(commas=True, lowercase=True), date=NUMERIC(int, bits=32),
+                  sender=ID, author=ID)
+
+
+def build_legacy(home: Path, catalog: Any) -> float:
+    """The Whoosh index of schema 1 (three text fields) over the size home's chunks, built
+    once: seconds spent, 0 when reused."""
+    from whoosh import index
+
+    from daemon.stores.fulltext import document_fields
+
+    folder = home / LEGACY_DIR
+    done = folder / "built.json"
+    chunks = len(catalog.all_chunk_ids())
+    if done.exists() and json.loads(done.read_text(encoding="utf-8")).get("chunks") == chunks:
+        return 0.0
+    t0 = time.perf_counter()
+    folder.mkdir(exist_ok=True)
+    ix = index.create_in(str(folder), _legacy_schema())
+    writer = ix.writer(limitmb=256)
+    for rows in catalog.iter_chunks():
+        for r in rows:
+            doc = document_fields(r)
+            del doc["text"]
+            writer.add_document(title=r.title, headings=" ".join(r.heading_path),
+                                content=r.text, **doc)
+    writer.commit(optimize=True)
+    done.write_text(json.dumps({"chunks": chunks}), encoding="utf-8")
+    return time.perf_counter() - t0
+
+
+class LegacyKeywords:
+    """Decision 0009's keyword leg on the schema-1 index: every analysed term in three fields."""
+
+    def __init__(self, folder: Path) -> None:
+        from whoosh import index
+
+        from daemon.stores.fulltext import _analyzer
+
+        self.searcher = index.open_dir(str(folder)).searcher()
+        self.ana = _analyzer()
+
+    def analyse(self, text: str) -> list[str]:
+        return list(dict.fromkeys(t.text for t in self.ana(text)))
+
+    def _search(self, q: Any, k: int, filters: Any) -> list[tuple[int, float]]:
+        from daemon.search.filters import to_whoosh
+
+        hits = self.searcher.search(q, limit=k, filter=to_whoosh(filters))
+        return [(int(h["chunk_id"]), float(h.score)) for h in hits]
+
+    def search_any(self, terms: list[str], phrases: list[list[str]], k: int,
+                   filters: Any) -> list[tuple[int, float]]:
+        from whoosh import query as Q
+
+        parts: list[Any] = [Q.Term(f, t) for t in terms for f in LEGACY_FIELDS]
+        parts += [Q.Phrase("content", p, boost=2.0) for p in phrases if len(p) > 1]
+        return self._search(Q.Or(parts), k, filters) if terms else []
+
+    def search_phrase(self, words: list[str], k: int, filters: Any) -> list[tuple[int, float]]:
+        from whoosh import query as Q
+
+        return self._search(Q.Phrase("content", words), k, filters) if len(words) > 1 else []
+
+
+def timed(fn: Any, queries: list[str]) -> dict[str, Any]:
+    for q in queries[:WARMUP]:
+        fn(q)
+    ms = []
+    for q in queries:
+        t = time.perf_counter()
+        fn(q)
+        ms.append((time.perf_counter() - t) * 1000)
+    return summary(ms, queries)
+
+
+def _tantivy_store(app: Any) -> Any:
+    """The tantivy index of this home, rebuilt from the catalog when it is behind."""
+    from daemon.indexer.pipeline import Indexer
+    from daemon.stores.fulltext import open_keyword_store
+
+    store, rebuild = open_keyword_store("tantivy", app.paths.data_dir, app.paths.whoosh_dir,
+                                        app.catalog)
+    if rebuild or store.mark < app.whoosh.mark:
+        # Nothing is written meanwhile, so the journal's pruning follows Whoosh's mark.
+        Indexer(app.catalog, app.embedder, [store],
+                max_file_bytes=app.indexer.max_file_bytes).rebuild([store.name])
+    return store
+
+
 def inprocess_worker(job: dict[str, Any]) -> dict[str, Any]:
-    """In a child process: open the index, time SearchEngine.search in each mode."""
+    """In a child process: open the index once, then, query by query, time each keyword
+    backend's legs and a hybrid search with it, in turn: the backends share the machine's
+    noise, so their ratios to the baseline hold even when the machine is busy."""
     from bench.quality import ragd_app
+    from daemon.search.filters import Filters
     from daemon.search.params import build_request
 
-    out: dict[str, Any] = {"before_open": proc_memory()}
-    t0 = time.perf_counter()
-    with ragd_app(Path(job["home"])) as app:
-        out["open_s"] = time.perf_counter() - t0
-        app.embedder.warm_up()
+    home = Path(job["home"])
+    backends: list[str] = job["backends"]
+    out: dict[str, Any] = {b: {"legs": {}} for b in backends}
+    with ragd_app(home) as app:  # the configured backend: Whoosh
         engine = app.search_engine
-        for mode in ("hybrid", "keyword", "semantic"):
-            for q in job["queries"][:WARMUP]:
-                engine.search(build_request(engine, query=q, top_k=TOP_K, mode=mode))
-            ms = []
-            for q in job["queries"]:
-                t = time.perf_counter()
-                engine.search(build_request(engine, query=q, top_k=TOP_K, mode=mode))
-                ms.append((time.perf_counter() - t) * 1000)
-            out[mode] = summary(ms, job["queries"])
-        out["memory"] = proc_memory()
+        app.embedder.warm_up()
+        k = max(engine.settings.overfetch, TOP_K * 3)
+        every = Filters(collections=tuple(c.name for c in app.catalog.collections()))
+        queries: list[str] = job["queries"]
+        stores: dict[str, Any] = {}
+        for b in backends:
+            rss = proc_memory()["rss_mb"]
+            t0 = time.perf_counter()
+            if b == "legacy":
+                out[b]["legacy_build_s"] = build_legacy(home, app.catalog)
+                stores[b] = LegacyKeywords(home / LEGACY_DIR)
+            elif b == "tantivy":
+                stores[b] = _tantivy_store(app)
+            else:
+                stores[b] = app.whoosh
+            out[b]["open_s"] = time.perf_counter() - t0
+            engine.whoosh = stores[b]
+            for q in queries[:WARMUP]:
+                engine.search(build_request(engine, query=q, top_k=TOP_K))
+            out[b]["memory"] = {"delta_mb": proc_memory()["rss_mb"] - rss}
+            if b != "legacy":
+                out[b]["segments"] = stores[b].segments()
+        legs = ("keyword", "keyword_filtered", "phrase", "hybrid")
+        ms: dict[tuple[str, str], list[float]] = {(b, leg): [] for b in backends for leg in legs}
+        sem: list[float] = []
+        for q in queries:
+            t = time.perf_counter()
+            engine.semantic_hits(q, k, Filters())
+            sem.append((time.perf_counter() - t) * 1000)
+            for b in backends:
+                engine.whoosh = stores[b]
+                calls = {
+                    "keyword": lambda: engine.keyword_hits(q, k, Filters()),  # noqa: B023
+                    "keyword_filtered": lambda: engine.keyword_hits(q, k, every),  # noqa: B023
+                    "phrase": lambda: engine.phrase_hits(q, k, Filters()),  # noqa: B023
+                    "hybrid": lambda: engine.search(  # noqa: B023
+                        build_request(engine, query=q, top_k=TOP_K)),  # noqa: B023
+                }
+                for leg, call in calls.items():
+                    t = time.perf_counter()
+                    call()
+                    ms[(b, leg)].append((time.perf_counter() - t) * 1000)
+        rss = proc_memory()
+        for b in backends:
+            out[b]["legs"] = {leg: summary(ms[(b, leg)], queries) for leg in legs[:3]}
+            out[b]["legs"]["semantic"] = summary(sem)
+            out[b]["hybrid"] = summary(ms[(b, "hybrid")], queries)
+            out[b]["memory"].update(rss)
+        for store in stores.values():
+            if store is not app.whoosh and hasattr(store, "close"):
+                store.close()
     return out
 
 
@@ -470,10 +630,18 @@ def run_child(job: dict[str, Any], log: Path) -> dict[str, Any]:
         return json.loads(of.read_text(encoding="utf-8"))
 
 
-def measure(size: dict[str, Any], queries: list[str], logs: Path) -> dict[str, Any]:
+def measure(size: dict[str, Any], queries: list[str], logs: Path, backends: list[str],
+            socket: bool) -> dict[str, Any]:
     home = Path(size["home"])
-    print(f"{home.name}: in process ...", file=sys.stderr, flush=True)
-    inproc = run_child({"home": str(home), "queries": queries}, logs / "inprocess.log")
+    print(f"{home.name}: in process, keyword backends {', '.join(backends)} ...",
+          file=sys.stderr, flush=True)
+    inproc = run_child({"home": str(home), "queries": queries, "backends": backends},
+                       logs / "inprocess.log")
+    out = {"label": size["label"], "chunks": size["chunks"], "build_s": size["seconds"],
+           "build_stage_seconds": size["stage_seconds"], "collections": len(size["collections"]),
+           "inprocess": inproc}
+    if not socket:
+        return out
     print(f"{home.name}: daemon ...", file=sys.stderr, flush=True)
     d = Daemon(home, logs / f"daemon-{home.name}.log")
     try:
@@ -483,10 +651,53 @@ def measure(size: dict[str, Any], queries: list[str], logs: Path) -> dict[str, A
         mem = proc_memory(d.proc.pid)
     finally:
         d.stop()
-    return {"label": size["label"], "chunks": size["chunks"], "build_s": size["seconds"],
-            "build_stage_seconds": size["stage_seconds"], "collections": len(size["collections"]),
-            "inprocess": inproc, "socket": sock, "mcp": mcp, "daemon_memory": mem,
+    return {**out, "socket": sock, "mcp": mcp, "daemon_memory": mem,
             "daemon_ready_s": d.ready_s}
+
+
+def _ratio(value: float | None, base: float | None) -> float | None:
+    return value / base if value and base else None
+
+
+def previous_rows(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """(size, backend) -> that run's in-process figures, from the last results file."""
+    try:
+        prev = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    out = {}
+    for r in prev.get("sizes", []):
+        inproc = r.get("inprocess", {})
+        if "hybrid" in inproc:  # before 0016: one backend, no legs
+            inproc = {"whoosh": inproc}
+        for backend, ip in inproc.items():
+            out[(r["label"], backend)] = ip
+    return out
+
+
+def leg_table(results: list[dict[str, Any]], prev: dict[tuple[str, str], dict[str, Any]]
+              ) -> str:
+    rows = []
+    for r in results:
+        base = r["inprocess"].get("legacy")
+        for backend, ip in r["inprocess"].items():
+            legs, before = ip["legs"], prev.get((r["label"], backend), {})
+            kw95 = legs["keyword"]["p95"]
+            rows.append([
+                r["label"], backend, legs["keyword"]["p50"], kw95,
+                legs["keyword_filtered"]["p95"], legs["phrase"]["p95"], legs["semantic"]["p95"],
+                ip["hybrid"]["p50"], ip["hybrid"]["p95"],
+                _ratio(kw95, base and base["legs"]["keyword"]["p95"]),
+                _ratio(ip["hybrid"]["p95"], base and base["hybrid"]["p95"]),
+                ip["memory"].get("delta_mb"),
+                before.get("legs", {}).get("keyword", {}).get("p95"),
+                before.get("hybrid", {}).get("p95")])
+    return table(f"per leg, in process, top 50 per leg, top_k={TOP_K} searches (ms), backends "
+                 "in turn on each query; ratios: this row / legacy; +MB: RSS added by opening "
+                 "and warming the backend", rows,
+                 ["size", "keyword", "kw p50", "kw p95", "kw+filter p95", "phrase p95",
+                  "sem p95", "hybrid p50", "hybrid p95", "kw p95 ratio", "hybrid p95 ratio",
+                  "+MB open", "prev kw p95", "prev hybrid p95"])
 
 
 def main() -> None:
@@ -502,15 +713,24 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=100, help="queries per path")
     ap.add_argument("--with-hub", action="store_true",
                     help="add obsidian-hub to the distinct text (about 35k chunks to embed)")
+    ap.add_argument("--backends", default="legacy,whoosh,tantivy",
+                    help="keyword backends measured in process (legacy: the baseline)")
+    ap.add_argument("--no-socket", action="store_true",
+                    help="in process only: no daemon, no MCP bridge")
     args = ap.parse_args()
     labels = ["10k"] if args.quick else [s.strip().lower() for s in args.sizes.split(",")]
     unknown = [s for s in labels if s not in SIZES]
     if unknown:
         sys.exit(f"error: unknown size {unknown[0]!r}; use {', '.join(SIZES)}")
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if not set(backends) <= {"legacy", "whoosh", "tantivy"}:
+        sys.exit("error: --backends takes legacy, whoosh and tantivy")
     root = args.home.expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
     logs = root / "logs"
     logs.mkdir(exist_ok=True)
+    name = "query_latency-quick" if args.quick else "query_latency"
+    prev = previous_rows(RESULTS / f"{name}.json")
     queries = load_queries(args.queries)
     units = pool(args.quick, root / "base", args.with_hub)
     t0 = time.perf_counter()
@@ -519,28 +739,34 @@ def main() -> None:
     results = []
     for label in labels:
         size = ensure_size(root, label, SIZES[label], args.quick, base_info)
-        results.append(measure(size, queries, logs))
-    rows = []
+        results.append(measure(size, queries, logs, backends, not args.no_socket))
+    print(leg_table(results, prev))
     for r in results:
-        ip = r["inprocess"]
-        rows.append([r["label"], r["chunks"], r["build_s"], ip["hybrid"]["p50"],
-                     ip["hybrid"]["p95"], ip["keyword"]["p50"], ip["semantic"]["p50"],
-                     r["socket"]["p50"], r["socket"]["p95"], r["mcp"]["p50"], r["mcp"]["p95"],
-                     ip["memory"]["peak_mb"], r["daemon_memory"]["rss_mb"]])
-    print(table(f"rag_search latency, top_k={TOP_K}, {len(queries)} queries per path (ms)", rows,
-                ["size", "chunks", "build s", "inproc p50", "inproc p95", "kw p50", "sem p50",
-                 "socket p50", "socket p95", "MCP p50", "MCP p95", "inproc MB", "daemon MB"]))
+        for backend, ip in r["inprocess"].items():
+            extra = (f"legacy index built in {ip['legacy_build_s']:.0f} s"
+                     if backend == "legacy" else f"{ip['segments']} segments")
+            print(f"{r['label']} {backend}: opened in {ip['open_s']:.1f} s; {extra}; process "
+                  f"RSS {ip['memory']['rss_mb']:.0f} MB (peak {ip['memory']['peak_mb']:.0f})")
+    rows = [[r["label"], r["chunks"], r["build_s"], r["socket"]["p50"], r["socket"]["p95"],
+             r["mcp"]["p50"], r["mcp"]["p95"], r["daemon_memory"]["rss_mb"]]
+            for r in results if "socket" in r]
+    if rows:
+        print(table(f"rag_search latency through the default daemon, top_k={TOP_K}, "
+                    f"{len(queries)} queries per path (ms)", rows,
+                    ["size", "chunks", "build s", "socket p50", "socket p95", "MCP p50",
+                     "MCP p95", "daemon MB"]))
+        for r in results:
+            if "socket" in r:
+                print(f"{r['label']}: {r['collections']} collections; MCP handshake "
+                      f"{r['mcp']['handshake_ms']:.0f} ms; daemon ready in "
+                      f"{r['daemon_ready_s']:.1f} s")
     check = base_info["cache_check"]
     print(f"cache check: a second pipeline pass over {units[0][0]} ({check['chunks']:,} chunks) "
           f"embedded {check['embedded_now']} chunks")
-    for r in results:
-        print(f"{r['label']}: {r['collections']} collections; MCP handshake "
-              f"{r['mcp']['handshake_ms']:.0f} ms; daemon ready in {r['daemon_ready_s']:.1f} s")
-    name = "query_latency-quick" if args.quick else "query_latency"
-    labels_plot = [f"{r['label']} {p}" for r in results for p in ("inproc", "socket", "MCP")]
-    values = [v for r in results for v in (r["inprocess"]["hybrid"]["p50"], r["socket"]["p50"],
-                                           r["mcp"]["p50"])]
-    bar_plot(name, "rag_search hybrid p50 (ms)", labels_plot, values, "ms")
+    labels_plot = [f"{r['label']} {b}" for r in results for b in r["inprocess"]]
+    values = [ip["hybrid"]["p95"] for r in results for ip in r["inprocess"].values()]
+    bar_plot(name, "rag_search hybrid p95 in process, by keyword backend (ms)", labels_plot,
+             values, "ms")
     out = write_json(name, {"quick": args.quick, "home": str(root), "queries": len(queries),
                             "top_k": TOP_K, "base": base_info, "base_seconds": base_s,
                             "sizes": results})

@@ -29,7 +29,7 @@ def test_sizes_land_near_the_target_with_copies_after_the_distinct_text() -> Non
 def test_quick_pool_fills_ten_thousand_with_copies() -> None:
     units = plan(10_000, FULL[:2])
     assert 9_500 <= total(units) <= 11_000
-    assert units[2].name == "obsidian-help-en~copy001"
+    assert units[2].name == "obsidian-help-en-copy001"  # "~" is no valid collection name
 
 
 def test_rotate_words_keeps_the_words_but_changes_the_text() -> None:

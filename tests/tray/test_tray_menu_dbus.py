@@ -82,6 +82,8 @@ def test_the_exported_menu_drives_the_daemon(desktop_bus: Any, daemon: DaemonPro
     assert collection.label.endswith("2 skipped"), collection.label
     assert collection.find("Skipped: 2 files (").label.startswith("Skipped: 2 files (")
     assert collection.find("Reindex obsidian now").enabled
+    assert menu.find("Start at login").toggle_state == 0  # a check box, exported unticked
+    assert not menu.find("Up to date").enabled  # the status line is information only
     assert desktop_bus.prop(service, path, ITEM, "Status") == "Active"
     assert str(desktop_bus.prop(service, path, ITEM, "Title")).startswith(
         "ragd: Idle: 8 sources indexed")

@@ -137,7 +137,12 @@ def choose(configured: str, desktop: Desktop) -> Choice:
         return Choice("gtk", True, "a StatusNotifier host without the AppIndicator library: "
                       "GTK's icon shows where the desktop bridges XEmbed icons", missing,
                       install)
-    why = "PyGObject is not installed" if not desktop.gi else "GTK's introspection data is missing"
+    if not desktop.gi:
+        why = "PyGObject is not installed"
+    elif not desktop.gtk:
+        why = "GTK's introspection data is missing"
+    else:  # GTK but no AppIndicator library, and no X server for an XEmbed icon (Wayland)
+        why = "no AppIndicator library, and no X display for an XEmbed icon"
     return Choice("xorg", False, f"{why}: the icon has no menu", missing, install)
 
 

@@ -31,6 +31,9 @@ BARE = replace(FULL, gi=False, gtk=False, appindicator=False)
     (replace(FULL, sni_host=True, gi=False), "xorg", False, "PyGObject is not installed"),
     (replace(FULL, xembed_tray=True, gtk=False), "xorg", False, "introspection data"),
     (replace(FULL, sni_host=None, xembed_tray=None), "appindicator", True, "no tray host"),
+    (replace(FULL, x11=False, sni_host=True), "appindicator", True, "StatusNotifier"),  # Wayland
+    (replace(FULL, x11=False, sni_host=True, appindicator=False), "xorg", False,
+     "no AppIndicator library, and no X display"),
 ])
 def test_the_automatic_choice(desktop: bc.Desktop, backend: str, menus: bool,
                               why: str) -> None:

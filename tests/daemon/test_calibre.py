@@ -169,6 +169,17 @@ def test_removed_book_disappears(app: App, lib: Path) -> None:
     assert app.collection_info("calibre")["book_count"] == 2
 
 
+def test_book_file_replaced_in_place_is_read_again(app: App, lib: Path) -> None:
+    sync(app)
+    (pdf,) = (lib / "Ada Tester").glob("*/*.pdf")
+    pdf.write_bytes(pdf_bytes(["Walrus tide tables on the first page."], title="Harbour"))
+    report = sync(app)
+    assert (report.indexed, report.deleted) == (1, 0)
+    (hit,) = search(app, "walrus")
+    assert hit["title"] == "Harbour Notes" and hit["metadata"]["page_number"] == 1
+    assert search(app, "zebrafish") == []
+
+
 def test_locked_library_keeps_search_and_catches_up(app: App, lib: Path) -> None:
     sync(app)
     with locked_edit(lib, 1, "<p>A tale of the saxifrage laboratory.</p>"):

@@ -248,13 +248,14 @@ def _updates(base: BaseCatalog, unit: Unit, src_rows: list[sqlite3.Row]
     return updates, vectors
 
 
-def build_size(home: Path, base_home: Path, units: list[Unit]) -> dict[str, Any]:
+def build_size(home: Path, base_home: Path, units: list[Unit],
+               keyword_backend: str = "whoosh") -> dict[str, Any]:
     """Fill ``home`` with ``units`` from the base catalog; nothing is embedded or chunked."""
     from bench.quality import ragd_app
 
     t_start = time.perf_counter()
     stages = {"catalog": 0.0, "project": 0.0, "save": 0.0}
-    with ragd_app(home) as app:
+    with ragd_app(home, {"index.keyword_backend": keyword_backend}) as app:
         fp = app.embedder.fingerprint
         base = BaseCatalog(base_home / "data" / "catalog.sqlite", fp)
         base.load_vectors()
@@ -299,8 +300,9 @@ def build_size(home: Path, base_home: Path, units: list[Unit]) -> dict[str, Any]
 
 
 def ensure_size(root: Path, label: str, target: int, quick: bool,
-                base_info: dict[str, Any]) -> dict[str, Any]:
-    """The size home for ``label``: reused when its manifest matches the plan, else rebuilt."""
+                base_info: dict[str, Any], keyword_backend: str = "whoosh") -> dict[str, Any]:
+    """The size home for ``label``: reused when its manifest matches the plan, else rebuilt.
+    With ``keyword_backend = "tantivy"`` no Whoosh index is built (an hour at 1M here)."""
     import shutil
 
     from daemon.embed.embedding import SentenceTransformerEmbedder
@@ -310,12 +312,14 @@ def ensure_size(root: Path, label: str, target: int, quick: bool,
     base = BaseCatalog(base_home / "data" / "catalog.sqlite", fp)
     names = [n for n in base_info if n != "cache_check"]
     units = plan(target, [(n, base.chunk_count(n)) for n in names])
-    home = root / f"size-{label}{'-quick' if quick else ''}"
+    suffix = ("-quick" if quick else "") + ("-tantivy" if keyword_backend != "whoosh" else "")
+    home = root / f"size-{label}{suffix}"
     manifest = home / "bench-manifest.json"
     wanted = {"version": BUILD_VERSION, "units": [u.name for u in units],
-              "base_chunks": {n: base.chunk_count(n) for n in names}}
+              "base_chunks": {n: base.chunk_count(n) for n in names},
+              "keyword_backend": keyword_backend}
     if manifest.exists():
-        have = json.loads(manifest.read_text(encoding="utf-8"))
+        have = {"keyword_backend": "whoosh", **json.loads(manifest.read_text(encoding="utf-8"))}
         if {k: have.get(k) for k in wanted} == wanted:
             print(f"{home.name}: reusing the index built {have.get('built')}", file=sys.stderr)
             return have
@@ -323,10 +327,11 @@ def ensure_size(root: Path, label: str, target: int, quick: bool,
         shutil.rmtree(home)
     print(f"{home.name}: building {sum(u.chunks for u in units):,} chunks in {len(units)} "
           "collections ...", file=sys.stderr, flush=True)
-    info = build_size(home, base_home, units)
+    info = build_size(home, base_home, units, keyword_backend)
     cfg = home / "config" / "config.toml"
     cfg.parent.mkdir(parents=True, exist_ok=True)
-    cfg.write_text("[obsidian]\nenabled = false\n\n[daemon]\nsweep_interval_s = 86400.0\n",
+    cfg.write_text("[obsidian]\nenabled = false\n\n[daemon]\nsweep_interval_s = 86400.0\n\n"
+                   f"[index]\nkeyword_backend = {json.dumps(keyword_backend)}\n",
                    encoding="utf-8")
     data = {**wanted, **info, "home": str(home), "label": label, "target": target,
             "built": time.strftime("%Y-%m-%d %H:%M")}
@@ -453,6 +458,8 @@ def _tantivy_store(app: Any) -> Any:
     from daemon.indexer.pipeline import Indexer
     from daemon.stores.fulltext import open_keyword_store
 
+    if app.config.index.keyword_backend == "tantivy":
+        return app.whoosh  # the home's configured backend: already open and current
     store, rebuild = open_keyword_store("tantivy", app.paths.data_dir, app.paths.whoosh_dir,
                                         app.catalog)
     if rebuild or store.mark < app.whoosh.mark:
@@ -489,6 +496,8 @@ def inprocess_worker(job: dict[str, Any]) -> dict[str, Any]:
             elif b == "tantivy":
                 stores[b] = _tantivy_store(app)
             else:
+                if app.config.index.keyword_backend != "whoosh":
+                    sys.exit("error: this size home was built without Whoosh (--backends tantivy)")
                 stores[b] = app.whoosh
             out[b]["open_s"] = time.perf_counter() - t0
             engine.whoosh = stores[b]
@@ -714,7 +723,8 @@ def main() -> None:
     ap.add_argument("--with-hub", action="store_true",
                     help="add obsidian-hub to the distinct text (about 35k chunks to embed)")
     ap.add_argument("--backends", default="legacy,whoosh,tantivy",
-                    help="keyword backends measured in process (legacy: the baseline)")
+                    help="keyword backends measured in process (legacy: the baseline); "
+                    "tantivy alone builds size homes without Whoosh (size-1m-tantivy)")
     ap.add_argument("--no-socket", action="store_true",
                     help="in process only: no daemon, no MCP bridge")
     args = ap.parse_args()
@@ -738,7 +748,9 @@ def main() -> None:
     base_s = time.perf_counter() - t0
     results = []
     for label in labels:
-        size = ensure_size(root, label, SIZES[label], args.quick, base_info)
+        # Without Whoosh among the backends, the size home is built without it.
+        build = "tantivy" if backends == ["tantivy"] else "whoosh"
+        size = ensure_size(root, label, SIZES[label], args.quick, base_info, build)
         results.append(measure(size, queries, logs, backends, not args.no_socket))
     print(leg_table(results, prev))
     for r in results:

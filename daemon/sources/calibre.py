@@ -110,17 +110,20 @@ class CalibreKind:
     def choose_format(self, book: Book) -> str | None:
         """The first format of the configured order the book has; else one ebook-convert
         can read (when it is installed); else None (metadata and description only)."""
+        readable = [f for f in book.formats if self._readable(f)]
         for fmt in self.formats:
-            if fmt in book.formats:
+            if fmt in readable:
                 return fmt
-        for fmt in sorted(book.formats):
-            if format_for("x." + fmt.lower()) is not None:
+        for fmt in sorted(readable):
+            if fmt not in CONVERTIBLE:  # one the doc store reads (DOCX, HTML, ...)
                 return fmt
-        if self.ebook_convert:
-            for fmt in CONVERTIBLE:
-                if fmt in book.formats:
-                    return fmt
-        return None
+        return next((f for f in CONVERTIBLE if f in readable), None)
+
+    def _readable(self, fmt: str) -> bool:
+        known = format_for("x." + fmt.lower())
+        if known is not None:
+            return known.name != "image"
+        return bool(self.ebook_convert) and fmt in CONVERTIBLE
 
     def entries(self, root: Path, rel: str, start: int) -> Iterator[Entry]:
         found = self._books.get(rel)

@@ -88,7 +88,10 @@ def _book(**formats: str) -> Book:
 def test_format_choice_follows_the_configured_order() -> None:
     kind = CalibreKind(None, ebook_convert="")
     assert kind.choose_format(_book(PDF="t", EPUB="t", MOBI="t")) == "EPUB"
-    assert kind.choose_format(_book(PDF="t", MOBI="t")) == "MOBI"
+    assert kind.choose_format(_book(PDF="t", MOBI="t")) == "PDF"  # no ebook-convert
+    assert CalibreKind(None, ebook_convert="/usr/bin/ebook-convert").choose_format(
+        _book(PDF="t", MOBI="t")) == "MOBI"
+    assert kind.choose_format(_book(JPG="t")) is None
     assert kind.choose_format(_book(DOCX="t", DJVU="t")) == "DOCX"  # one the doc store reads
     assert kind.choose_format(_book(DJVU="t")) is None  # metadata only
     assert CalibreKind(None, ebook_convert="/usr/bin/ebook-convert").choose_format(

@@ -17,7 +17,7 @@ from typing import Any
 from daemon.convert.formats import page_number
 from daemon.embed.embedding import Embedder
 from daemon.errors import InvalidArgument
-from daemon.search.filters import COLLECTION_TYPES, MODES, Filters, to_sql
+from daemon.search.filters import COLLECTION_TYPES, MODES, Filters, system_family, to_sql
 from daemon.search.fusion import (
     Fused,
     best_per_note,
@@ -89,12 +89,14 @@ class SearchEngine:
 
     # -- collections ---------------------------------------------------------------------------
     def resolve_collection(self, value: str | None) -> tuple[str, ...] | None:
-        """A collection name, or a collection type meaning all collections of that type."""
+        """A collection name (a system name means its whole family: ``email`` is also
+        ``email-work``), or a collection type meaning all collections of that type."""
         if value is None or value == "":
             return None
         colls = self.catalog.collections()
-        if any(c.name == value for c in colls):
-            return (value,)
+        family = system_family(value, [(c.name, c.type) for c in colls])
+        if family:
+            return family
         if value in COLLECTION_TYPES:
             return tuple(c.name for c in colls if c.type == value)
         known = ", ".join(sorted(c.name for c in colls)) or "none yet"

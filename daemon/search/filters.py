@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,21 @@ class Filters:
     def active(self) -> bool:
         return any((self.collections is not None, self.source_type, self.date_from,
                     self.date_to, self.folder, self.tags, self.sender, self.author))
+
+
+SYSTEM_FAMILIES = ("obsidian", "email", "calibre", "rss")
+
+
+def system_family(value: str, collections: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    """The collections a name means, from (name, type) pairs: itself, and for a system name
+    (``email``) every system collection of its family (``email-work``: a second mail path).
+    Empty when no collection has that name."""
+    names = [n for n, _ in collections]
+    if value not in names:
+        return ()
+    if value not in SYSTEM_FAMILIES:
+        return (value,)
+    return (value, *(n for n, t in collections if t == "system" and n.startswith(value + "-")))
 
 
 def parse_date(param: str, value: str | None) -> int | None:

@@ -83,6 +83,14 @@ def fold_properties(items: Sequence[Fused], source_of: Callable[[int], Hashable]
     return out
 
 
+# A note a leg did not return scores this far (in that leg's standard deviations) below the
+# leg's lowest hit: not found is worse than found last. Without it, a leg that finds a single
+# note (a rare word only one document holds) gives it z = 0, the same as every note it missed,
+# and says nothing. 0.5 leaves the quality sets where they were (decision 0010) and makes such
+# a leg count.
+MISSING_GAP = 0.5
+
+
 @dataclass(frozen=True)
 class NoteScore:
     """A note's fused evidence: ``score`` orders notes, ``display`` is the 0-1 result score."""
@@ -117,9 +125,9 @@ def zscore_fusion(legs: Mapping[str, Sequence[tuple[Hashable, float]]],
 
     Each leg's scores are turned into z-scores over the notes it returned, so a leg whose best
     note stands far above the rest (a confident leg) moves the order more than one whose
-    scores are flat. A note missing from a leg gets that leg's lowest z-score. Notes of the
-    exact leg (title or alias equal to the query, then the query as a phrase) go on top, in
-    its order, scaled by ``exact_weight``. ``display`` maps each leg's scores to 0-1 (best
+    scores are flat. A note missing from a leg gets MISSING_GAP below that leg's lowest
+    z-score. Notes of the exact leg (title or alias equal to the query, then the query as a
+    phrase) go on top, in its order, scaled by ``exact_weight``. ``display`` maps each leg's scores to 0-1 (best
     note 1) and averages them by weight: 1.0 means "best in every leg that found anything".
     """
     ran = {leg: hits for leg, hits in legs.items() if hits and weights.get(leg, 0) > 0}
@@ -138,7 +146,7 @@ def zscore_fusion(legs: Mapping[str, Sequence[tuple[Hashable, float]]],
             ranks[n].setdefault(leg, rank)
             display[n] += w / total * ((s - low) / (top - low) if top > low else 1.0)
         for n in notes:
-            score[n] += w * z.get(n, floor)
+            score[n] += w * z.get(n, floor - MISSING_GAP)
     if exact:
         span = (max(score.values()) - min(score.values())) + 1.0
         for rank, n in enumerate(dict.fromkeys(exact), 1):

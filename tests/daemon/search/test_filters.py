@@ -68,3 +68,15 @@ def test_whoosh_filter_built_only_when_needed() -> None:
     text = repr(q)
     assert "source_type" in text and "'a'" in text and "'b'" in text and "date" in text
     assert Filters(tags=("x",)).active and not Filters().active
+
+
+def test_a_system_name_means_its_family() -> None:
+    from daemon.search.filters import system_family
+
+    colls = [("obsidian", "system"), ("email", "system"), ("email-work", "system"),
+             ("email-notes", "project"), ("proj", "project"), ("obsidian-2", "system")]
+    assert system_family("email", colls) == ("email", "email-work")
+    assert system_family("email-work", colls) == ("email-work",)
+    assert system_family("obsidian", colls) == ("obsidian", "obsidian-2")
+    assert system_family("proj", colls) == ("proj",)
+    assert system_family("calibre", colls) == ()

@@ -94,3 +94,14 @@ def test_zscore_fusion_puts_exact_titles_first_and_scores_0_to_1() -> None:
     plain = zscore_fusion(legs, {"semantic": 0.5, "keyword": 0.5})
     assert plain[0].display == pytest.approx(1.0) and plain[1].display == pytest.approx(0.0)
     assert zscore_fusion({}, {"semantic": 1.0}) == []
+
+
+def test_a_leg_that_finds_one_note_still_counts() -> None:
+    # Two rare words only one note holds: the keyword and phrase legs find just it. Their
+    # z-scores are 0 (one value each), but the notes they missed are worse than found.
+    legs = {"semantic": [("pdf", 0.50), ("trip", 0.49)], "note": [("trip", 0.6), ("pdf", 0.5)],
+            "keyword": [("pdf", 3.0)], "phrase": [("pdf", 2.0)]}
+    weights = {"semantic": 0.25, "note": 0.4, "keyword": 0.35, "phrase": 0.35}
+    assert [n.note for n in zscore_fusion(legs, weights)][0] == "pdf"
+    alone = {k: v for k, v in legs.items() if k in ("semantic", "note")}
+    assert [n.note for n in zscore_fusion(alone, weights)][0] == "trip"

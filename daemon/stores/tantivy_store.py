@@ -9,6 +9,7 @@ one batch again.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 import threading
@@ -31,9 +32,12 @@ from daemon.stores.fulltext import (
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: a numeric collection key for checking filters on hits
 ANALYZER = "ragd_en"
 WRITER_HEAP = 64_000_000  # bytes: tantivy flushes a segment when its buffer fills
+# Unfiltered hits checked against a collection or date filter before the filter is run as a
+# query: a broad filter intersected as a query costs more than the search (25 vs 8 ms at 1M).
+FILTER_OVERFETCH = 200
 # Whoosh's stop words, so that both backends drop the same query words.
 STOP_WORDS = ("a", "an", "and", "are", "as", "at", "be", "by", "can", "for", "from", "have",
               "if", "in", "is", "it", "may", "not", "of", "on", "or", "tbd", "that", "the",
@@ -61,7 +65,14 @@ def _schema() -> Any:
     for name in ("collection", "source_type", "folders", "tags", "sender", "author"):
         b.add_text_field(name, tokenizer_name="raw", index_option="basic")
     b.add_integer_field("date", indexed=True, fast=True)
+    b.add_integer_field("collection_key", fast=True)
     return b.build()
+
+
+def collection_key(name: str) -> int:
+    """A collection name as a signed 64-bit number (a fast field can be read per hit)."""
+    return int.from_bytes(hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest(),
+                          "big", signed=True)
 
 
 def _document(row: ChunkRow) -> Any:
@@ -71,6 +82,7 @@ def _document(row: ChunkRow) -> Any:
     doc.add_integer("chunk_id", row.id)
     doc.add_text("text", combined_text(row))
     doc.add_text("collection", row.collection)
+    doc.add_integer("collection_key", collection_key(row.collection))
     doc.add_text("source_type", row.source_type)
     for folder in ancestors(row.path):
         doc.add_text("folders", folder)
@@ -183,6 +195,10 @@ class TantivyStore:
 
         if k <= 0:
             return []
+        if filters.active:
+            checked = self._checked(query, k, filters)
+            if checked is not None:
+                return checked
         flt = self._filter(filters)
         if flt is not None:
             # The filter restricts and adds nothing to the score.
@@ -195,6 +211,35 @@ class TantivyStore:
             return []
         ids: list[Any] = searcher.fast_field_values("chunk_id", [addr for _, addr in hits])
         return [(int(cid), float(score)) for (score, _), cid in zip(hits, ids, strict=True)]
+
+    def _checked(self, query: Any, k: int, filters: Filters) -> list[tuple[int, float]] | None:
+        """For a collection and/or date filter: the best unfiltered hits that pass it, when at
+        least ``k`` of them do (or the index holds no more); None to run the filter as a query.
+        The first k passing hits in score order are the filtered top k."""
+        only = Filters(collections=filters.collections, date_from=filters.date_from,
+                       date_to=filters.date_to)
+        if only != filters:
+            return None
+        searcher = self._ix.searcher()
+        fetch = max(k * 4, FILTER_OVERFETCH)
+        hits = searcher.search(query, limit=fetch, count=False).hits
+        addrs = [addr for _, addr in hits]
+        keep = [True] * len(hits)
+        if filters.collections is not None:
+            allowed = {collection_key(c) for c in filters.collections}
+            keys: list[Any] = searcher.fast_field_values("collection_key", addrs)
+            keep = [ok and key in allowed for ok, key in zip(keep, keys, strict=True)]
+        if filters.date_from is not None or filters.date_to is not None:
+            lo, hi = filters.date_from, filters.date_to
+            dates: list[Any] = searcher.fast_field_values("date", addrs)
+            keep = [ok and d is not None and (lo is None or d >= lo) and (hi is None or d <= hi)
+                    for ok, d in zip(keep, dates, strict=True)]
+        passed = [(score, addr) for (score, addr), ok in zip(hits, keep, strict=True) if ok]
+        if len(passed) < k and len(hits) == fetch:
+            return None
+        passed = passed[:k]
+        ids: list[Any] = searcher.fast_field_values("chunk_id", [a for _, a in passed])
+        return [(int(cid), float(score)) for (score, _), cid in zip(passed, ids, strict=True)]
 
     def search_any(self, terms: Sequence[str], phrases: Sequence[Sequence[str]], k: int,
                    filters: Filters) -> list[tuple[int, float]]:

@@ -309,3 +309,26 @@ def test_app_switches_keyword_backend_and_rebuilds_only_when_behind(
         assert isinstance(app.whoosh, WhooshStore)
         assert app.consistency()["ok"], app.consistency()
         assert top(app, "saturn rings") == "Saturn"
+
+
+def test_tantivy_checks_broad_filters_on_hits_and_runs_narrow_ones(tmp_path: Path) -> None:
+    s = TantivyStore(tmp_path)
+    rows = [row(i, "heron " * (1 + i % 7), collection="big", date=20240101 + i % 20)
+            for i in range(1, 301)]
+    rows += [row(i, "heron", collection="small") for i in range(301, 306)]
+    s.apply(rows, [], 1, {})
+    narrow = Filters(collections=("small",))
+    assert s._checked(s_query(s), 10, narrow) is None  # too few among the best 200
+    assert {i for i, _ in s.search_any(["heron"], [], 10, narrow)} == set(range(301, 306))
+    broad = Filters(collections=("big",), date_from=20240105)
+    checked = s._checked(s_query(s), 10, broad)
+    assert checked is not None and len(checked) == 10
+    s._checked = lambda *a: None  # type: ignore[method-assign]
+    assert s.search_any(["heron"], [], 10, broad) == checked  # the same as the filter query
+    s.close()
+
+
+def s_query(s: TantivyStore) -> Any:
+    import tantivy
+
+    return tantivy.Query.term_query(s._schema, "text", "heron")

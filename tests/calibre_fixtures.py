@@ -9,6 +9,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import time
 import zipfile
 from collections.abc import Iterator
 from html import escape
@@ -20,6 +21,7 @@ CALIBREDB = shutil.which("calibredb")
 needs_calibre = pytest.mark.skipif(CALIBREDB is None,
                                    reason="Calibre's calibredb is not installed "
                                           "(apt-get install calibre)")
+BUSY = "Another calibre program"
 BOOKS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "books"
 
 
@@ -66,8 +68,14 @@ def calibredb(library: Path, *args: str) -> str:
     assert CALIBREDB is not None
     env = {**os.environ, "CALIBRE_CONFIG_DIRECTORY": str(library.parent / ".calibre-config"),
            "QT_QPA_PLATFORM": "offscreen"}
-    done = subprocess.run([CALIBREDB, "--with-library", str(library), *args],
-                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    deadline = time.monotonic() + 120
+    while True:
+        done = subprocess.run([CALIBREDB, "--with-library", str(library), *args],
+                              capture_output=True, text=True, env=env, timeout=120, check=False)
+        # Calibre allows one calibredb at a time on a machine: another test's may be running.
+        if BUSY not in done.stderr + done.stdout or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert done.returncode == 0, f"calibredb {args}: {done.stderr}"
     return done.stdout
 

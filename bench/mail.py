@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,29 +31,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import corpus, pct, rss_mb, table, write_json  # noqa: E402
-
-HOME = Path.home() / ".cache" / "ragd-bench" / "mail-home"  # keeps the one-time ONNX export
-
-
-def fresh_home() -> Path:
-    """The bench's RAGD_HOME with everything but the exported model removed."""
-    HOME.mkdir(parents=True, exist_ok=True)
-    for child in HOME.iterdir():
-        if child.name != "data":
-            shutil.rmtree(child) if child.is_dir() else child.unlink()
-    data = HOME / "data"
-    if data.exists():
-        for child in data.iterdir():
-            if child.name != "models":
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
-    return HOME
+from bench.common import corpus, fresh_home, pct, rss_mb, table, write_json  # noqa: E402
 
 
 def index_corpus(mail: Path) -> dict[str, Any]:
-    home = fresh_home()
-    os.environ["RAGD_HOME"] = str(home)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    fresh_home("mail-home")
     from daemon.runtime.app import App
     from daemon.settings.config import load_config
     from daemon.settings.paths import resolve_paths
@@ -92,7 +73,7 @@ def deliveries(n: int) -> dict[str, Any]:
 
     from bench.freshness import Daemon, wait_searchable
 
-    home = fresh_home()
+    home = fresh_home("mail-home")
     with tempfile.TemporaryDirectory(prefix="ragd-bench-mail-") as tmp:
         vault = Path(tmp) / "vault"
         vault.mkdir()

@@ -76,6 +76,13 @@ def validate(req: SearchRequest) -> None:
         raise InvalidArgument("date_from", "is after date_to", "swap the two dates")
 
 
+# Source metadata a result carries (reference/000 "Metadata by Source Type", then what a
+# client needs to cite or follow up: a message's id and thread, a book's series and format).
+RESULT_METADATA = ("aliases", "folder", "sender", "recipients", "date", "subject", "message_id",
+                   "in_reply_to", "attachments", "authors", "pages", "series", "series_index",
+                   "publisher", "languages", "identifiers", "format")
+
+
 class SearchEngine:
     def __init__(self, catalog: Catalog, embedder: Embedder, faiss: FaissStore,
                  whoosh: KeywordStore, settings: SearchSettings,
@@ -257,8 +264,8 @@ class SearchEngine:
             "chunk_id": row.id,
             "chunk_index": row.ordinal,
         }
-        for key in ("aliases", "folder", "sender", "recipients", "date", "authors", "pages"):
-            if key in meta:
+        for key in RESULT_METADATA:
+            if meta.get(key) not in (None, "", [], {}):
                 metadata[key] = meta[key]
         page = page_number(row.source_type, row.heading_path)  # a PDF's "## Page N" heading
         if page is not None:

@@ -21,7 +21,8 @@ _NAME = re.compile(NAME_PATTERN)
 COLLECTION_TYPES = ("system", "code", "project")
 SYSTEM_COLLECTIONS = ("obsidian", "email", "calibre", "rss")
 RESERVED_NAMES = frozenset((*COLLECTION_TYPES, *SYSTEM_COLLECTIONS, "all"))
-RESERVED_PREFIXES = ("obsidian-",)  # further vaults are obsidian-<folder>
+# Further vaults, mail paths, libraries and feeds: obsidian-<folder>, email-<name>, ...
+RESERVED_PREFIXES = ("obsidian-", "email-", "calibre-", "rss-")
 
 NAME_RULE = ("1-64 characters: letters, digits, '_', '-' and '.', starting with a letter or "
              "digit")

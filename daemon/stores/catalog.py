@@ -97,6 +97,14 @@ CREATE TABLE IF NOT EXISTS containers (
     read_to INTEGER NOT NULL,      -- byte offset read so far (the size, for one-document files)
     PRIMARY KEY (collection_id, path)
 ) WITHOUT ROWID;
+-- Every source's title and aliases, lowercased (Python's lower: Unicode, unlike SQLite's), for
+-- the exact leg: one index lookup per query instead of a scan of every title and alias.
+CREATE TABLE IF NOT EXISTS source_titles (
+    title TEXT NOT NULL,
+    source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+    PRIMARY KEY (title, source_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS source_titles_source ON source_titles (source_id);
 -- Where else a document with the same key was seen (the same message in two folders): when
 -- its own container loses it, it moves to a copy instead of being deleted.
 CREATE TABLE IF NOT EXISTS source_copies (
@@ -223,6 +231,23 @@ class Catalog:
         self._db.execute("CREATE INDEX IF NOT EXISTS sources_container"
                          " ON sources (collection_id, container)")
         self._db.commit()
+        if self.get_meta("source_titles") is None:  # a catalog from before the table
+            with self.transaction() as db:
+                for sid, title, meta in db.execute(
+                        "SELECT id, title, metadata FROM sources WHERE status='ok'").fetchall():
+                    self._set_titles(db, sid, title, json.loads(meta))
+                db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES"
+                           " ('source_titles', '1')")
+
+    @staticmethod
+    def _set_titles(db: sqlite3.Connection, source_id: int, title: str,
+                    metadata: dict[str, Any]) -> None:
+        """Record a source's title and aliases for ``titles_equal``."""
+        db.execute("DELETE FROM source_titles WHERE source_id=?", (source_id,))
+        aliases = metadata.get("aliases") or []
+        names = [title, *(a for a in aliases[:100] if isinstance(a, str))]
+        db.executemany("INSERT OR IGNORE INTO source_titles (title, source_id) VALUES (?, ?)",
+                       ((n.strip().lower(), source_id) for n in names if n.strip()))
 
     def close(self) -> None:
         self._db.close()
@@ -399,6 +424,7 @@ class Catalog:
                 " WHERE id=?",
                 (new, title, json.dumps(metadata), mtime_ns, time.time(), row[0]),
             )
+            self._set_titles(db, row[0], title, metadata)
             self._journal(db, self.chunk_ids_of(db, row[0]))
 
     def touch_source(self, source_id: int, size: int, mtime_ns: int) -> None:
@@ -422,6 +448,7 @@ class Catalog:
                 ids = self.chunk_ids_of(db, row[0])
                 db.execute("DELETE FROM chunks WHERE source_id=?", (row[0],))
                 db.execute("DELETE FROM source_tags WHERE source_id=?", (row[0],))
+                db.execute("DELETE FROM source_titles WHERE source_id=?", (row[0],))
                 self._journal(db, ids)
             db.execute(
                 "INSERT INTO sources (collection_id, path, size, mtime_ns, sha256, status,"
@@ -497,6 +524,7 @@ class Catalog:
             "INSERT OR IGNORE INTO source_tags (source_id, tag) VALUES (?, ?)",
             ((source_id, t) for t in up.tags),
         )
+        self._set_titles(db, source_id, up.title, up.metadata)
         old: dict[str, list[int]] = {}
         for cid, h in db.execute(
             "SELECT id, embed_hash FROM chunks WHERE source_id=? ORDER BY ordinal", (source_id,)
@@ -784,17 +812,17 @@ class Catalog:
         if not q:
             return []
         sql = (
-            "SELECT MIN(ch.id) FROM chunks ch JOIN sources s ON s.id=ch.source_id"
-            " JOIN collections c ON c.id=s.collection_id WHERE (lower(s.title)=?"
-            " OR EXISTS (SELECT 1 FROM json_each(s.metadata, '$.aliases') a"
-            " WHERE lower(a.value)=?))"
+            "SELECT (SELECT MIN(ch.id) FROM chunks ch WHERE ch.source_id=st.source_id)"
+            " FROM source_titles st JOIN sources s ON s.id=st.source_id"
+            " JOIN collections c ON c.id=s.collection_id WHERE st.title=?"
         )
-        args: list[Any] = [q, q]
+        args: list[Any] = [q]
         if collection_names is not None:
             sql += f" AND c.name IN ({','.join('?' * len(collection_names))})"
             args += list(collection_names)
         with self._lock:
-            rows = self._db.execute(sql + " GROUP BY s.id", args).fetchall()
+            rows = self._db.execute(sql + " GROUP BY st.source_id ORDER BY s.id",
+                                    args).fetchall()
         return [r[0] for r in rows if r[0] is not None]
 
     # -- ops journal --------------------------------------------------------------------------

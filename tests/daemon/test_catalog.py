@@ -54,3 +54,44 @@ def test_delete_move_skip(tmp_path: Path) -> None:
     cat.prune_ops(cat.last_op())
     assert cat.ops_after(0) == (0, [])
     assert date_int("2024-05-01") == 20240501 and date_int("junk") is None
+
+
+def test_titles_and_aliases_are_looked_up_by_index(tmp_path: Path) -> None:
+    import dataclasses
+
+    cat = Catalog(tmp_path / "c.sqlite")
+    coll = cat.ensure_collection("obsidian", type="system", kind="vault", root="/v")
+    other = cat.ensure_collection("proj", type="project", kind="folder", root="/p")
+    note = dataclasses.replace(update("n.md", "a"), title="Ärger im Büro",
+                               metadata={"aliases": ["Bürostress", 7]})
+    cat.commit_sources(coll.id, [note], "fp", {})
+    cat.commit_sources(other.id, [dataclasses.replace(update("x.md", "z"), title="Ärger")],
+                       "fp", {})
+    [first] = cat.titles_equal("ärger im büro", None)
+    assert cat.titles_equal("BÜROSTRESS", None) == [first]  # Unicode lowercase, aliases too
+    assert len(cat.titles_equal("ärger", None)) == 1
+    assert cat.titles_equal("ärger", ["obsidian"]) == []
+    # A changed alias replaces the old one; a skip and a delete take the source's names away.
+    cat.commit_sources(coll.id, [dataclasses.replace(note, metadata={"aliases": ["Neu"]})],
+                       "fp", {})
+    assert cat.titles_equal("bürostress", None) == [] and cat.titles_equal("neu", None)
+    cat.move_source(coll.id, "n.md", "Archiv/n.md", "Alt", {"aliases": []}, 2)
+    assert cat.titles_equal("neu", None) == [] and cat.titles_equal("alt", None)
+    cat.record_skip(coll.id, "Archiv/n.md", code="binary", detail="x")
+    assert cat.titles_equal("alt", None) == []
+    cat.delete_sources(other.id, ["x.md"])
+    assert cat.titles_equal("ärger", None) == []
+    cat.close()
+
+
+def test_titles_are_filled_in_for_a_catalog_from_before(tmp_path: Path) -> None:
+    cat = Catalog(tmp_path / "c.sqlite")
+    coll = cat.ensure_collection("obsidian", type="system", kind="vault", root="/v")
+    cat.commit_sources(coll.id, [update("n.md", "a")], "fp", {})
+    with cat.transaction() as db:  # as an older ragd left it: no table contents, no marker
+        db.execute("DELETE FROM source_titles")
+        db.execute("DELETE FROM meta WHERE key='source_titles'")
+    cat.close()
+    again = Catalog(tmp_path / "c.sqlite")
+    assert len(again.titles_equal("alias", None)) == 1 and len(again.titles_equal("t", None)) == 1
+    again.close()

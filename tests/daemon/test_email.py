@@ -228,3 +228,14 @@ def test_interrupted_pass_resumes(mailroot: Path, real_embedder: Any,
         assert a.collection_info("email")["message_count"] == len(words)
         assert a.consistency()["ok"]
         assert sync(a).indexed == 0
+
+
+def test_results_carry_the_message_metadata(app: App, mailroot: Path) -> None:
+    deliver(mailroot, message("Re: Plans", "The yellowhammer plan is fine.", msgid="plans-2",
+                              attachment=("notes.txt", "text/plain", b"just notes")))
+    sync(app)
+    (hit,) = search(app, "yellowhammer")
+    meta = hit["metadata"]
+    assert meta["subject"] == "Re: Plans" and meta["message_id"] == "plans-2@example.org"
+    assert meta["attachments"] == ["notes.txt"] and meta["recipients"]
+    assert "in_reply_to" not in meta  # empty fields are left out

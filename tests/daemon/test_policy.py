@@ -30,7 +30,8 @@ def test_a_name_that_is_not_a_string_is_refused() -> None:
 
 
 @pytest.mark.parametrize("name", ["system", "project", "code", "obsidian", "Email", "calibre",
-                                  "rss", "all", "obsidian-work"])
+                                  "rss", "all", "obsidian-work", "email-work", "Calibre-2",
+                                  "rss-news"])
 def test_reserved_names_cannot_be_created(name: str) -> None:
     assert check_name(name) == name  # may still be named, e.g. to re-index "obsidian"
     with pytest.raises(InvalidArgument, match="reserved"):

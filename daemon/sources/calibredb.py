@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from daemon.errors import RagdError
+from daemon.models import Skip
 from daemon.settings.calibrelib import METADATA_DB
+from daemon.sources.containment import resolve_inside
 
 BUSY_TIMEOUT_S = 1.0  # SQLite waits this long for a lock on each attempt
 ATTEMPTS = 3
@@ -161,7 +163,11 @@ def read_library(root: Path, *, attempts: int = ATTEMPTS, timeout_s: float = BUS
     if not path.is_file():
         raise LibraryUnreadable(f"no {METADATA_DB} in {root}",
                                 "check [calibre] libraries: it names the library folder")
-    uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+    real = resolve_inside(root, METADATA_DB)  # a link to a database elsewhere is not read
+    if isinstance(real, Skip):
+        raise LibraryUnreadable(f"{path} is not a file inside the library: {real.detail}",
+                                "point [calibre] libraries at the library folder itself")
+    uri = "file:" + urllib.parse.quote(real) + "?mode=ro"
     last: Exception | None = None
     for attempt in range(attempts):
         if attempt:

@@ -142,3 +142,13 @@ def test_chapter_headings_are_page_numbers_of_reflowable_books() -> None:
     assert page_number("pdf", ("Page 2",)) == 2
     assert page_number("epub", ("Description",)) is None
     assert page_number("book", ("Chapter 3",)) is None
+
+
+def test_a_metadata_db_linked_from_outside_the_library_is_not_read(tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere.db"
+    sqlite3.connect(outside).close()
+    library = tmp_path / "Library"
+    library.mkdir()
+    (library / "metadata.db").symlink_to(outside)
+    with pytest.raises(LibraryUnreadable, match="not a file inside the library"):
+        read_library(library)

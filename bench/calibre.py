@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import corpus, fresh_home, rss_mb, table, write_json  # noqa: E402
+from bench.common import corpus, fresh_home, index_twice, rss_mb, table, write_json  # noqa: E402
 
 PAGE_CHARS = 2000
 
@@ -103,13 +103,7 @@ def index(library: Path) -> dict[str, Any]:
     config = load_config(paths, {"calibre.libraries": [str(library)],
                                  "obsidian.enabled": False})
     with App(paths, config) as app:
-        app.embedder.embed(["warm up"])  # the model load is not indexing time
-        t0 = time.perf_counter()
-        (report,) = app.sync_all()
-        seconds = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        (again,) = app.sync_all()
-        unchanged_s = time.perf_counter() - t0
+        report, seconds, again, unchanged_s = index_twice(app)
         info = app.collection_info("calibre")
         n = info["book_count"]
         print("index:", seconds, report.as_dict()["stage_seconds"], file=sys.stderr, flush=True)

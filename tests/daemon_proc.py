@@ -102,3 +102,18 @@ def catalog_progress(home: Path) -> int:
         return 0
     finally:
         db.close()
+
+
+def settle(d: DaemonProc, timeout: float = 300) -> None:
+    """Let a daemon finish what it is indexing, then stop it (stopped even if it never does)."""
+    try:
+        d.wait_idle(timeout=timeout)
+    finally:
+        d.stop()
+
+
+def duplicate_chunks(app: Any) -> list[Any]:
+    """(source, ordinal, count) of any chunk position held twice: a crash replayed twice."""
+    return list(app.catalog._db.execute(
+        "SELECT source_id, ordinal, COUNT(*) FROM chunks GROUP BY source_id, ordinal"
+        " HAVING COUNT(*) > 1").fetchall())

@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from daemon_proc import DaemonProc, catalog_progress, wait_for
+from daemon_proc import DaemonProc, catalog_progress, duplicate_chunks, settle, wait_for
 from mail_fixtures import deliver, maildir, mark_seen, message
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -121,10 +121,7 @@ def test_kill_nine_while_mail_is_indexed_then_restart_is_consistent(
                                          msgid=f"late{point}")]))
         added += 1
         d = DaemonProc(ragd_home, None, log).start()
-    try:
-        d.wait_idle(timeout=300)
-    finally:
-        d.stop()
+    settle(d)
     paths = resolve_paths()
     with App(paths, load_config(paths)) as app:
         assert app.consistency()["ok"], app.consistency()
@@ -134,9 +131,7 @@ def test_kill_nine_while_mail_is_indexed_then_restart_is_consistent(
                 | {f"mid:d{n}@example.org" for n in range(30)}
                 | {f"mid:late{n}@example.org" for n in range(added)})
         assert keys == want
-        dupes = app.catalog._db.execute(
-            "SELECT source_id, ordinal, COUNT(*) FROM chunks GROUP BY source_id, ordinal"
-            " HAVING COUNT(*) > 1").fetchall()
+        dupes = duplicate_chunks(app)
         assert dupes == []
         containers = {c.path: c for c in app.catalog.container_records(coll.id)}
         assert containers["Lists.mbox"].read_to == box.stat().st_size

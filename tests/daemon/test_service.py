@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_proc import DaemonProc, catalog_progress, wait_for
+from daemon_proc import DaemonProc, catalog_progress, duplicate_chunks, settle, wait_for
 from vault_fixtures import write_vault
 
 from daemon.runtime.app import App
@@ -277,10 +277,7 @@ def test_kill_nine_at_twenty_points_then_restart_is_consistent(
         time.sleep(rng.uniform(0, 1.5))
         d.kill9()
         d = DaemonProc(ragd_home, None, log).start()
-    try:
-        d.wait_idle(timeout=300)
-    finally:
-        d.stop()
+    settle(d)
     paths = resolve_paths()
     with App(paths, load_config(paths)) as app:
         c = app.consistency()
@@ -289,9 +286,7 @@ def test_kill_nine_at_twenty_points_then_restart_is_consistent(
         records = {r.path: r for r in app.catalog.source_records(coll.id)}
         assert set(records) == {p.name for p in vault.glob("*.md")}
         assert all(r.status == "ok" for r in records.values())
-        dupes = app.catalog._db.execute(
-            "SELECT source_id, ordinal, COUNT(*) FROM chunks GROUP BY source_id, ordinal"
-            " HAVING COUNT(*) > 1").fetchall()
+        dupes = duplicate_chunks(app)
         assert dupes == []
         assert c["catalog"] > 240
         assert app.faiss.size >= 300

@@ -227,7 +227,11 @@ class Indexer:
         with self.lock:
             self._record_walk_skips(coll, walked.skipped, report, paths)
             self.catch_up()
-            keyed = self.catalog.keyed_sources(coll.id)
+            # A hint's pass loads the keys of its own containers only; a key met there that
+            # lives elsewhere (a message moved in) is looked up on its own (_entry).
+            scope = None if paths is None else sorted({c.path for c in known}
+                                                      | {f.path for f in disk})
+            keyed = self.catalog.keyed_sources(coll.id, scope)
             reread = plan.reread
             self.catalog.forget_copies(coll.id, [f.path for _, f in plan.rewritten])
             todo = plan.to_read
@@ -282,6 +286,10 @@ class Indexer:
                ) -> _Parsed | None:
         """Step two for one document: unchanged, a copy, a move, or read and chunked."""
         rec = keyed.get(entry.key)
+        if rec is None and entry.key not in seen:
+            rec = self.catalog.keyed_source(coll.id, entry.key)
+            if rec is not None:
+                keyed[entry.key] = rec
         if entry.key in seen:  # the same document twice in one pass (two folders)
             if rec is None:  # new in this pass: recorded with the group that commits it
                 copies.append((entry.key, f.path, entry.locator))

@@ -567,13 +567,31 @@ class Catalog:
                 " WHERE collection_id=?", (collection_id,)).fetchall()
         return [ContainerRecord(**dict(r)) for r in rows]
 
-    def keyed_sources(self, collection_id: int) -> dict[str, KeyedRecord]:
-        """Every document of the collection read from a container, by key."""
+    _KEYED = "SELECT id, path AS key, container, locator, sha256, status FROM sources"
+
+    def keyed_sources(self, collection_id: int, containers: Sequence[str] | None = None
+                      ) -> dict[str, KeyedRecord]:
+        """The documents of the collection read from containers (all of them, or those of
+        the given containers: a watch hint's few, not a mailbox of 100,000), by key."""
         with self._lock:
-            rows = self._db.execute(
-                "SELECT id, path AS key, container, locator, sha256, status FROM sources"
-                " WHERE collection_id=? AND container IS NOT NULL", (collection_id,)).fetchall()
+            if containers is None:
+                rows = self._db.execute(self._KEYED + " WHERE collection_id=? AND container"
+                                        " IS NOT NULL", (collection_id,)).fetchall()
+            else:
+                rows = []
+                for start in range(0, len(containers), 900):
+                    part = list(containers[start:start + 900])
+                    rows += self._db.execute(
+                        self._KEYED + f" WHERE collection_id=? AND container IN"
+                        f" ({','.join('?' * len(part))})", (collection_id, *part)).fetchall()
         return {r["key"]: KeyedRecord(**dict(r)) for r in rows}
+
+    def keyed_source(self, collection_id: int, key: str) -> KeyedRecord | None:
+        """One document by key, wherever it was read from."""
+        with self._lock:
+            row = self._db.execute(self._KEYED + " WHERE collection_id=? AND path=? AND"
+                                   " container IS NOT NULL", (collection_id, key)).fetchone()
+        return None if row is None else KeyedRecord(**dict(row))
 
     @staticmethod
     def _put_containers(db: sqlite3.Connection, collection_id: int,

@@ -239,3 +239,22 @@ def test_results_carry_the_message_metadata(app: App, mailroot: Path) -> None:
     assert meta["subject"] == "Re: Plans" and meta["message_id"] == "plans-2@example.org"
     assert meta["attachments"] == ["notes.txt"] and meta["recipients"]
     assert "in_reply_to" not in meta  # empty fields are left out
+
+
+def test_a_hint_for_one_file_finds_a_message_moved_in_from_elsewhere(
+        app: App, mailroot: Path, real_embedder: Any) -> None:
+    archive = maildir(mailroot / ".Archive")
+    old = deliver(archive, message("Moved", "The quetzal report, filed twice."))
+    deliver(mailroot, message("Other", "Something else entirely."))
+    sync(app)
+    new = mailroot / "cur" / (old.name + ":2,S")
+    os.rename(old, new)
+    coll = app.catalog.collection("email")
+    assert coll is not None
+    calls = real_embedder.calls
+    # As a watch hint names it: only the new file, not the folder it came from.
+    report = app.sync_collection(coll, paths=[f"cur/{new.name}"])
+    assert (report.moved, report.indexed, report.deleted) == (1, 0, 0)
+    assert real_embedder.calls == calls
+    (hit,) = search(app, "quetzal")
+    assert hit["source_path"] == str(new) and hit["metadata"]["folder"] == "Inbox"

@@ -48,9 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "Obsidian has open); with --collection, a project folder")
     p.add_argument("--collection", "-c", help="index only this collection; with PATH, "
                    "create or update a project collection of that name")
-    p.add_argument("--rebuild", nargs="?", const="all", choices=["all", "faiss", "whoosh"],
-                   help="rebuild the FAISS and/or Whoosh index from the catalog "
-                   "(no file is read, nothing is embedded again)")
+    p.add_argument("--rebuild", nargs="?", const="all",
+                   choices=["all", "faiss", "keyword", "whoosh", "tantivy"],
+                   help="rebuild the vector (faiss) and/or keyword index from the catalog "
+                   "(no file is read, nothing is embedded again); whoosh and tantivy "
+                   "name the keyword index too")
     p.add_argument("--allow-large", action="store_true",
                    help="with --collection and PATH: lift index.max_files for this project")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -167,7 +169,9 @@ def cmd_index(args: argparse.Namespace) -> int:
                    or os.environ.get("RAGD_PROGRESS") == "1")
     with _open_app(args, overrides, on_progress=bar) as app:
         if args.rebuild:
-            which = ["faiss", "whoosh"] if args.rebuild == "all" else [args.rebuild]
+            from daemon.stores import index_names
+
+            which = index_names(args.rebuild)
             t0 = time.perf_counter()
             counts = app.rebuild(which)
             out = {"rebuilt": counts, "seconds": round(time.perf_counter() - t0, 3)}

@@ -298,13 +298,13 @@ class App:
         return self.indexer.rebuild(which)
 
     def consistency(self) -> dict[str, Any]:
-        """Do the catalog, FAISS and Whoosh hold exactly the same chunk ids?"""
+        """Do the catalog, FAISS and the keyword index hold exactly the same chunk ids?"""
         cat = self.catalog.all_chunk_ids()
         fai = self.faiss.ids()
         who = self.whoosh.ids()
         return {
-            "catalog": len(cat), "faiss": len(fai), "whoosh": len(who),
+            "catalog": len(cat), "faiss": len(fai), "keyword": len(who),
             "missing_in_faiss": len(cat - fai), "orphans_in_faiss": len(fai - cat),
-            "missing_in_whoosh": len(cat - who), "orphans_in_whoosh": len(who - cat),
+            "missing_in_keyword": len(cat - who), "orphans_in_keyword": len(who - cat),
             "ok": cat == fai == who,
         }

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from daemon.errors import InvalidArgument
 from daemon.runtime.scheduler import EXPLICIT, Job
 from daemon.settings.policy import check_name
+from daemon.stores import index_names
 
 if TYPE_CHECKING:
     from daemon.indexer.pipeline import IndexReport
@@ -71,9 +72,11 @@ async def index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
     if name is not None:
         check_name(name)
     if params.get("rebuild"):
-        if params["rebuild"] not in ("all", "faiss", "whoosh"):
+        try:
+            index_names(str(params["rebuild"]))
+        except ValueError:
             raise InvalidArgument("rebuild", f"{params['rebuild']!r} is not an index",
-                                  "rebuild one of: all, faiss, whoosh")
+                                  "rebuild one of: all, faiss, keyword") from None
         job = d.queue.put(Job("rebuild", params["rebuild"], EXPLICIT))
         return await asyncio.to_thread(job.wait, INDEX_WAIT_S) if params.get("wait", True) \
             else {"queued": True}

@@ -29,6 +29,7 @@ from daemon.runtime.scheduler import EXPLICIT, HINT, SWEEP, Job, JobQueue
 from daemon.runtime.watch import Watcher
 from daemon.settings.config import Config
 from daemon.settings.paths import Paths
+from daemon.stores import index_names
 
 log = logging.getLogger(__name__)
 
@@ -255,8 +256,7 @@ class Daemon:
         self._emit({"type": "job", "state": "started", "collection": job.collection})
         try:
             if job.kind == "rebuild":
-                job.finish(app.rebuild(["faiss", "whoosh"] if job.collection in (None, "all")
-                                       else [job.collection]))
+                job.finish(app.rebuild(index_names(job.collection or "all")))
             else:
                 names = [job.collection] if job.collection else [c.name for c in
                                                                  app.catalog.collections()]

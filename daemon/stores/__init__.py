@@ -12,6 +12,21 @@ import numpy as np
 
 from daemon.stores.catalog import ChunkRow
 
+# The derived indexes by role, as `ragd index --rebuild` and consistency checks name them.
+# "whoosh" and "tantivy" name the keyword index's backends; both still select it.
+INDEXES = ("faiss", "keyword")
+_ALIASES = {"whoosh": "keyword", "tantivy": "keyword"}
+
+
+def index_names(value: str) -> list[str]:
+    """The indexes that ``value`` ("all", an index or a backend's name) stands for."""
+    if value == "all":
+        return list(INDEXES)
+    name = _ALIASES.get(value, value)
+    if name not in INDEXES:
+        raise ValueError(f"{value!r} is not an index; use all, {', '.join(INDEXES)}")
+    return [name]
+
 
 class IndexStore(Protocol):
     """A projection of the catalog that applies journal ops idempotently."""

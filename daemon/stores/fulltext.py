@@ -22,23 +22,26 @@ import numpy as np
 from daemon.search.filters import Filters, to_whoosh
 from daemon.stores import IndexStore, read_json, write_json_atomic
 from daemon.stores.catalog import Catalog, ChunkRow
+from daemon.stores.whoosh_postings import Postings, PostingsCache
 
 log = logging.getLogger(__name__)
 
 # 2: one combined ``text`` field replaces title/headings/content (decision 0016).
-SCHEMA_VERSION = "2"
-# The keyword index's name in the journal, in `ragd index --rebuild whoosh` and in
-# consistency checks, whichever backend serves it.
-KEYWORD_ROLE = "whoosh"
+# 3: ``text`` keeps frequencies only, for scoring; ``phrase`` holds the positions
+#    (decision 0019).
+SCHEMA_VERSION = "3"
+# The keyword index's name in `ragd index --rebuild keyword`, status and consistency
+# checks, whichever backend serves it.
+KEYWORD_ROLE = "keyword"
 KEYWORD_BACKENDS = ("whoosh", "tantivy")
 BACKEND_META = "keyword_backend"  # catalog meta: the backend that last served the journal
 FILTER_CACHE = 16  # filter id sets kept per searcher
-# Whoosh walks every posting of every query term, ~3 us each in Python: a query keeps its
-# rarest terms while their postings add up to at most this share of the documents (and at
-# least MIN_POSTINGS), and drops the most frequent ones past it. Below ~50k chunks a query
-# is fast anyway and keeps all its terms (decision 0016).
+# A query keeps its rarest terms while their postings add up to at most this share of the
+# documents (and at least MIN_POSTINGS), and drops the most frequent ones past it. Scored
+# with NumPy (whoosh_postings.py) a posting costs ~0.06 us, so below ~1M chunks every query
+# keeps all its terms (decisions 0016, 0019).
 POSTINGS_BUDGET = 0.5
-MIN_POSTINGS = 25_000
+MIN_POSTINGS = 500_000
 
 
 class KeywordStore(IndexStore, Protocol):
@@ -79,7 +82,10 @@ def _schema():  # type: ignore[no-untyped-def]
 
     return Schema(
         chunk_id=ID(stored=True, unique=True),
-        text=TEXT(analyzer=_analyzer(), phrase=True),
+        # Scored by whoosh_postings.Postings. Without positions a block of postings decodes
+        # 7x faster; phrases are matched in ``phrase``, which has them.
+        text=TEXT(analyzer=_analyzer(), phrase=False),
+        phrase=TEXT(analyzer=_analyzer(), phrase=True),
         collection=ID,
         source_type=ID,
         folders=KEYWORD(commas=True),
@@ -113,7 +119,7 @@ def people(meta: Mapping[str, Any], key: str) -> str:
 
 
 def document_fields(row: ChunkRow) -> dict[str, Any]:
-    """The Whoosh document of one chunk."""
+    """The Whoosh document of one chunk (WhooshStore.apply adds ``phrase``)."""
     doc: dict[str, Any] = {
         "chunk_id": str(row.id),
         "text": combined_text(row),
@@ -133,6 +139,20 @@ def document_fields(row: ChunkRow) -> dict[str, Any]:
     return doc
 
 
+def within_budget(dfs: Sequence[int], doc_count: int) -> list[int]:
+    """Which terms a query keeps, given their document frequencies: the rarest ones while
+    their postings fit POSTINGS_BUDGET, always the rarest one. Indexes into ``dfs``, in order."""
+    budget = max(POSTINGS_BUDGET * doc_count, MIN_POSTINGS)
+    keep: list[int] = []
+    total = 0
+    for df, n in sorted((df, n) for n, df in enumerate(dfs)):
+        if keep and total + df > budget:
+            break
+        keep.append(n)
+        total += df
+    return sorted(keep)
+
+
 class WhooshStore:
     """Whoosh, one commit per apply; searches share one searcher, reopened after commits."""
 
@@ -150,6 +170,8 @@ class WhooshStore:
         # parallelism, and lets a commit open the next searcher off the query path.
         self._search_lock = threading.Lock()
         self._searcher: Any = None
+        self._postings: Postings | None = None
+        self._postings_cache = PostingsCache()
         self._filters: OrderedDict[Filters, Any] = OrderedDict()
         self.analyse_text = _analyzer()
         state = read_json(self._state_file)
@@ -184,7 +206,7 @@ class WhooshStore:
                 for cid in [r.id for r in rows] + list(deletes):
                     writer.delete_by_term("chunk_id", str(cid))
                 for row in rows:
-                    writer.add_document(**document_fields(row))
+                    writer.add_document(**self._document(row))
             except BaseException:
                 writer.cancel()
                 raise
@@ -193,6 +215,15 @@ class WhooshStore:
             write_json_atomic(self._state_file, {"mark": self._mark, "schema": SCHEMA_VERSION})
             self._reopen()
 
+    def _document(self, row: ChunkRow) -> dict[str, Any]:
+        """The chunk's fields, its text analysed once for both ``text`` and ``phrase``:
+        Whoosh takes a list of words as already analysed (analysis is most of the cost of
+        indexing). The stop filter renumbers positions, so a list's positions are the same."""
+        doc = document_fields(row)
+        words = [t.text for t in self.analyse_text(doc["text"])]
+        doc["text"] = doc["phrase"] = words
+        return doc
+
     def _reopen(self) -> None:
         """A new searcher for the new commit, opened before searches switch to it.
 
@@ -200,29 +231,33 @@ class WhooshStore:
         documents deleted in an existing segment would still be found (decision 0007).
         """
         fresh = self._ix.searcher()
+        postings = Postings(fresh, "text", self._postings_cache)
         with self._search_lock:
-            old, self._searcher = self._searcher, fresh
+            old, self._searcher, self._postings = self._searcher, fresh, postings
             self._filters.clear()
         if old is not None:
             old.close()
 
-    def _current(self) -> Any:
-        """The shared searcher (call with the search lock held)."""
-        if self._searcher is None:
+    def _current(self) -> tuple[Any, Postings]:
+        """The shared searcher and its scorer (call with the search lock held)."""
+        if self._searcher is None or self._postings is None:
             self._searcher = self._ix.searcher()
-        return self._searcher
+            self._postings = Postings(self._searcher, "text", self._postings_cache)
+        return self._searcher, self._postings
 
     def _allowed(self, searcher: Any, filters: Filters) -> Any:
-        """The filter as a set of document numbers, computed once per filter and commit:
-        Whoosh would otherwise list every matching document for every query."""
+        """The filter as a set of document numbers and as a mask, computed once per filter
+        and commit: Whoosh would otherwise list every matching document for every query."""
         if not filters.active:
             return None
         allowed = self._filters.get(filters)
         if allowed is None:
             from whoosh.idsets import BitSet
 
-            docs = searcher.docs_for_query(to_whoosh(filters))
-            allowed = BitSet(docs, size=searcher.doc_count_all())
+            docs = list(searcher.docs_for_query(to_whoosh(filters)))
+            mask = np.zeros(searcher.doc_count_all(), dtype=bool)
+            mask[np.asarray(docs, dtype=np.int64)] = True
+            allowed = (BitSet(docs, size=searcher.doc_count_all()), mask)
             self._filters[filters] = allowed
             while len(self._filters) > FILTER_CACHE:
                 self._filters.popitem(last=False)
@@ -238,60 +273,62 @@ class WhooshStore:
         if k <= 0:
             return []
         with self._search_lock:
-            results = self._current().search(query, limit=k, filter=filter_query)
+            results = self._current()[0].search(query, limit=k, filter=filter_query)
             # Iterate, never len(results): that runs the whole query a second time.
             return [(int(hit["chunk_id"]), float(hit.score)) for hit in results]
 
-    def _search_filtered(self, query: Any, k: int, filters: Filters) -> list[tuple[int, float]]:
-        if k <= 0:
-            return []
-        with self._search_lock:
-            searcher = self._current()
-            allowed = self._allowed(searcher, filters)
-            if allowed is not None and not allowed:
-                return []  # Whoosh would take an empty set for no filter at all
-            results = searcher.search(query, limit=k, filter=allowed)
-            return [(int(hit["chunk_id"]), float(hit.score)) for hit in results]
+    @staticmethod
+    def _chunk_ids(searcher: Any, hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        return [(int(searcher.stored_fields(d)["chunk_id"]), score) for d, score in hits]
 
     def search_any(self, terms: Sequence[str], phrases: Sequence[Sequence[str]], k: int,
                    filters: Filters) -> list[tuple[int, float]]:
+        """BM25 over an OR of ``terms``, scored with NumPy (whoosh_postings.py); a quoted
+        phrase adds its own score, doubled, where it occurs."""
         from whoosh import query as Q
 
-        if not terms:
+        if not terms or k <= 0:
             return []
-        parts: list[Any] = [Q.Term("text", t) for t in self._within_budget(terms)]
-        parts += [Q.Phrase("text", list(p), boost=2.0) for p in phrases if len(p) > 1]
-        return self._search_filtered(Q.Or(parts), k, filters)
-
-    def _within_budget(self, terms: Sequence[str]) -> list[str]:
-        """The rarest terms whose postings fit POSTINGS_BUDGET (always the rarest one)."""
         with self._search_lock:
-            searcher = self._current()
-            budget = max(POSTINGS_BUDGET * searcher.doc_count_all(), MIN_POSTINGS)
-            by_df = sorted((searcher.doc_frequency("text", t), n) for n, t in enumerate(terms))
-        keep: list[int] = []
-        total = 0
-        for df, n in by_df:
-            if keep and total + df > budget:
-                break
-            keep.append(n)
-            total += df
-        return [terms[n] for n in sorted(keep)]
+            searcher, postings = self._current()
+            allowed = self._allowed(searcher, filters)
+            dfs = [searcher.doc_frequency("text", t) for t in terms]
+            scores = postings.scores([terms[n] for n in within_budget(dfs, postings.doc_count)])
+            for words in (p for p in phrases if len(p) > 1):
+                found = searcher.search(Q.Phrase("phrase", list(words), boost=2.0), limit=None,
+                                        filter=allowed[0] if allowed else None)
+                for hit in found:
+                    scores[hit.docnum] += hit.score
+            best = postings.top(scores, k, allowed[1] if allowed else None)
+            return self._chunk_ids(searcher, best)
 
     def search_phrase(self, words: Sequence[str], k: int, filters: Filters
                       ) -> list[tuple[int, float]]:
+        """Chunks holding ``words`` as a phrase. Only documents holding every word are
+        checked for positions: for most queries there are none, and nothing is read."""
         from whoosh import query as Q
+        from whoosh.idsets import BitSet
 
-        if len(words) < 2:
+        if len(words) < 2 or k <= 0:
             return []
-        return self._search_filtered(Q.Phrase("text", list(words)), k, filters)
+        with self._search_lock:
+            searcher, postings = self._current()
+            allowed = self._allowed(searcher, filters)
+            candidates = postings.containing_all(words)
+            if allowed is not None:
+                candidates = candidates[allowed[1][candidates]]
+            if not len(candidates):
+                return []
+            only = BitSet(candidates.tolist(), size=searcher.doc_count_all())
+            found = searcher.search(Q.Phrase("phrase", list(words)), limit=k, filter=only)
+            return [(int(hit["chunk_id"]), float(hit.score)) for hit in found]
 
     def save(self) -> None:
         """Nothing to do: each apply is a commit."""
 
     def segments(self) -> int:
         with self._search_lock:
-            return len(self._current().ixreader.leaf_readers())
+            return len(self._current()[0].ixreader.leaf_readers())
 
     def ids(self) -> set[int]:
         with self._ix.searcher() as s:
@@ -312,6 +349,7 @@ class WhooshStore:
             if self._searcher is not None:
                 self._searcher.close()
                 self._searcher = None
+                self._postings = None
 
 
 def open_keyword_store(backend: str, data_dir: Path, whoosh_dir: Path,

@@ -137,8 +137,8 @@ def test_rebuild_gives_same_results_without_embedding(app: App, real_embedder: A
     queries = ["telescope moons", "savings on payday", "how to practise an instrument"]
     before = [titles(search(app, q)) for q in queries]
     calls = real_embedder.calls
-    counts = app.rebuild(["faiss", "whoosh"])
-    assert counts["faiss"] == counts["whoosh"] == app.consistency()["catalog"]
+    counts = app.rebuild(["faiss", "keyword"])
+    assert counts["faiss"] == counts["keyword"] == app.consistency()["catalog"]
     assert [titles(search(app, q)) for q in queries] == before
     assert real_embedder.calls == calls  # no chunk was embedded again
 

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chunk_fixtures import row
 
 from daemon.search.filters import Filters
 from daemon.stores import fulltext
-from daemon.stores.catalog import Catalog, ChunkRow
+from daemon.stores.catalog import Catalog
 from daemon.stores.fulltext import (
     BACKEND_META,
     KeywordStore,
@@ -30,15 +31,6 @@ from daemon.stores.fulltext import (
 from daemon.stores.tantivy_store import TantivyStore
 
 BACKENDS = ("whoosh", "tantivy")
-
-
-def row(i: int, text: str = "alpha beta", path: str = "a/b/n.md", *, title: str = "",
-        collection: str = "obsidian", date: int | None = 20240101, tags: tuple[str, ...] = (),
-        sender: str = "") -> ChunkRow:
-    return ChunkRow(id=i, source_id=i, ordinal=0, text=text, embed_hash=str(i),
-                    heading_path=("H",), collection=collection, collection_type="system",
-                    root="/v", path=path, title=title or f"T{i}", source_type="markdown",
-                    date=date, metadata={"sender": sender} if sender else {}, tags=tags)
 
 
 def open_store(backend: str, directory: Path) -> KeywordStore:
@@ -198,7 +190,7 @@ def test_switching_backend_rebuilds_when_the_other_got_further(tmp_path: Path) -
 _WRITER = """
 import sys
 from pathlib import Path
-sys.path[:0] = [{repo!r}, {tests!r}]
+sys.path[:0] = [{repo!r}, {tests!r}, {fixtures!r}]
 from test_fulltext import open_store, row
 store = open_store({backend!r}, Path({folder!r}))
 mark = store.mark
@@ -213,7 +205,8 @@ while True:
 def test_kill_9_while_writing_converges_on_replay(backend: str, tmp_path: Path) -> None:
     folder = tmp_path / backend
     code = _WRITER.format(repo=str(Path(__file__).resolve().parents[3]),
-                          tests=str(Path(__file__).resolve().parent), backend=backend,
+                          tests=str(Path(__file__).resolve().parent),
+                          fixtures=str(Path(__file__).resolve().parents[2]), backend=backend,
                           folder=str(folder))
     proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
     state = folder / "ragd-state.json"
@@ -265,8 +258,8 @@ def test_whoosh_drops_the_most_frequent_terms_past_the_postings_budget(
     rows = [row(i, "common" + (" middle" if i < 4 else "") + (" rare" if i == 0 else ""))
             for i in range(10)]
     s.apply(rows, [], 1, {})
-    assert s._within_budget(["common", "middle", "rare"]) == ["middle", "rare"]
-    assert s._within_budget(["common"]) == ["common"]  # the rarest term always stays
+    assert fulltext.within_budget([10, 4, 1], 10) == [1, 2]  # common, middle, rare
+    assert fulltext.within_budget([10], 10) == [0]  # the rarest term always stays
     assert ids(s, "common rare")[0] == 0
     s.close()
 

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from daemon.stores.catalog import ChunkRow
 from daemon.stores.vectors import FaissStore
@@ -44,3 +45,13 @@ def test_faiss_persists_mark_after_data_and_detects_other_fingerprint(tmp_path: 
     assert again.ids() == {1} and again.persisted_mark == 7 and not again.stale
     other = FaissStore(tmp_path, "other-model", 8)
     assert other.stale and other.ids() == set() and other.mark == 0
+
+
+def test_index_names_take_the_role_and_the_backend_names() -> None:
+    from daemon.stores import index_names
+
+    assert index_names("all") == ["faiss", "keyword"]
+    assert index_names("keyword") == index_names("whoosh") == index_names("tantivy") == ["keyword"]
+    assert index_names("faiss") == ["faiss"]
+    with pytest.raises(ValueError, match="not an index"):
+        index_names("everything")

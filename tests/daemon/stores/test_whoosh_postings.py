@@ -1,0 +1,129 @@
+"""NumPy BM25 over Whoosh postings scores as Whoosh's own searcher does."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from chunk_fixtures import row
+
+from daemon.search.filters import Filters
+from daemon.stores.fulltext import WhooshStore
+from daemon.stores.whoosh_postings import Postings, PostingsCache
+
+WORDS = [f"w{i}" for i in range(60)]
+
+
+def _text(rng: random.Random, n: int) -> str:
+    # Zipf-like: low-numbered words are frequent, so some terms span many blocks of 128
+    # postings and some occur once (Whoosh inlines those in the term info).
+    return " ".join(WORDS[min(int(rng.expovariate(0.15)), len(WORDS) - 1)] for _ in range(n))
+
+
+def _store(tmp_path: Path) -> WhooshStore:
+    """Three commits (so several segments), a deletion and an update in existing ones."""
+    rng = random.Random(7)
+    store = WhooshStore(tmp_path / "ix")
+    mark = 0
+    for batch in range(3):
+        mark += 1
+        rows = [row(batch * 300 + i, _text(rng, rng.randint(3, 60)), collection=f"c{i % 3}")
+                for i in range(300)]
+        store.apply(rows, [], mark, {})
+    store.apply([row(5, "w59 w58 replaced")], [7, 301, 650], mark + 1, {})
+    return store
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> WhooshStore:
+    s = _store(tmp_path_factory.mktemp("postings"))
+    yield s
+    s.close()
+
+
+def _whoosh_scores(store: WhooshStore, terms: list[str]) -> dict[int, float]:
+    from whoosh import query as Q
+
+    searcher = store._current()[0]
+    found = searcher.search(Q.Or([Q.Term("text", t) for t in terms]), limit=None)
+    return {hit.docnum: hit.score for hit in found}
+
+
+@pytest.mark.parametrize("terms", [["w0"], ["w0", "w1", "w2"], ["w3", "w40", "w59"],
+                                   ["w59", "replaced", "nothere"], ["w1", "w1", "w20"]])
+def test_scores_equal_whoosh_bm25f_for_every_document(store: WhooshStore,
+                                                      terms: list[str]) -> None:
+    searcher, postings = store._current()
+    assert len(postings.leaves) > 1  # several segments, one with deletions
+    assert not postings.live.all()
+    expected = _whoosh_scores(store, list(dict.fromkeys(terms)))
+    scores = postings.scores(terms)
+    got = {d: s for d, s in enumerate(scores) if s > 0 and postings.live[d]}
+    assert got.keys() == expected.keys()
+    for d, s in expected.items():
+        assert got[d] == pytest.approx(s, rel=1e-9)
+
+
+def test_top_ranks_as_whoosh_with_ties_to_the_lower_document(store: WhooshStore) -> None:
+    searcher, postings = store._current()
+    scores = postings.scores(["w0", "w5", "w30"])
+    top = postings.top(scores, 20)
+    expected = sorted(_whoosh_scores(store, ["w0", "w5", "w30"]).items(),
+                      key=lambda kv: (-round(kv[1], 9), kv[0]))[:20]
+    assert [d for d, _ in top] == [d for d, _ in expected]
+    mask = np.zeros(postings.doc_count, dtype=bool)
+    mask[::2] = True
+    assert all(d % 2 == 0 for d, _ in postings.top(scores, 20, mask))
+
+
+def test_deleted_and_updated_chunks_are_not_found(store: WhooshStore) -> None:
+    def ids(query: str) -> list[int]:
+        return [c for c, _ in store.search_any(store.analyse(query), [], 1000, Filters())]
+
+    assert 5 in ids("replaced")
+    everything = set(ids(" ".join(WORDS)))
+    assert not everything & {7, 301, 650}
+    assert len(everything) == 900 - 3
+
+
+def test_containing_all_and_the_phrase_leg(store: WhooshStore) -> None:
+    _, postings = store._current()
+    words = store.analyse("w59 replaced")  # stemmed as the index is
+    assert len(postings.containing_all(words)) == 1
+    assert [c for c, _ in store.search_phrase(store.analyse("w58 replaced"), 5, Filters())] == [5]
+    # Both words in chunk 5, but not in this order: no phrase.
+    assert store.search_phrase(store.analyse("replaced w58"), 5, Filters()) == []
+    assert store.search_phrase(store.analyse("w58 replaced"), 5,
+                               Filters(collections=("c1",))) == []
+
+
+def test_filters_restrict_without_changing_scores(store: WhooshStore) -> None:
+    terms = ["w2", "w9"]
+    unfiltered = dict(store.search_any(terms, [], 1000, Filters()))
+    only = store.search_any(terms, [], 1000, Filters(collections=("c1",)))
+    assert only
+    for cid, score in only:
+        assert score == pytest.approx(unfiltered[cid])
+    assert store.search_any(terms, [], 10, Filters(collections=("none",))) == []
+
+
+def test_the_cache_is_bounded_and_keeps_the_recent(tmp_path: Path) -> None:
+    cache = PostingsCache(limit=1000)
+    arrays = (np.zeros(50, dtype=np.int64), np.zeros(50, dtype=np.float32))  # 600 bytes
+    cache.put(("s", "text", b"a"), arrays)
+    cache.put(("s", "text", b"b"), arrays)
+    assert cache.get(("s", "text", b"a")) is None and cache.get(("s", "text", b"b")) is not None
+    assert cache.size == 600
+    cache.put(("s", "text", b"big"), (np.zeros(200, dtype=np.int64), arrays[1]))
+    assert cache.get(("s", "text", b"big")) is None  # larger than the whole cache
+
+
+def test_an_empty_index_scores_nothing(tmp_path: Path) -> None:
+    s = WhooshStore(tmp_path)
+    _, postings = s._current()
+    assert isinstance(postings, Postings) and postings.doc_count == 0
+    assert s.search_any(["anything"], [], 10, Filters()) == []
+    assert s.search_phrase(["any", "thing"], 10, Filters()) == []
+    s.close()

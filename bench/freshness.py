@@ -1,6 +1,7 @@
 """Freshness and daemon overhead: how soon a save is searchable, and what an idle daemon costs.
 
     python bench/freshness.py [--vault PATH] [--edits 100] [--burst 500] [--idle-seconds 30]
+    python bench/freshness.py --home ~/.cache/ragd-bench/latency/size-1m-tantivy [--edits 30]
 
 Runs a real daemon on a copy of the vault (in a temp folder) and measures:
 - save-to-searchable latency over N edits, one at a time (p50, p95, max);
@@ -8,6 +9,11 @@ Runs a real daemon on a copy of the vault (in a temp folder) and measures:
 - search latency over the socket while idle and while indexing;
 - the idle daemon's CPU (% of one core) and resident memory.
 Prints a table, writes bench/results/freshness.json and a PNG.
+
+With --home, the daemon runs on an existing RAGD_HOME instead (a size home of
+bench/query_latency.py: 100k or 1M chunks), watching a copy of the vault kept in
+HOME/fresh-vault, and only the save-to-searchable latency and idle search are measured,
+written to bench/results/freshness-<home name>.json: issue 16's "one note saved at 1M".
 """
 
 from __future__ import annotations
@@ -41,17 +47,17 @@ def proc_stat(pid: int) -> tuple[float, float]:
 
 
 class Daemon:
-    def __init__(self, vault: Path, home: Path) -> None:
+    def __init__(self, vault: Path, home: Path, env: dict[str, str] | None = None) -> None:
         from daemon.ipc.client import Client
         from daemon.ipc.discovery import find_daemon
         from daemon.settings.paths import resolve_paths
 
-        env = {**os.environ, "RAGD_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+        env = {**os.environ, "RAGD_HOME": str(home), "HF_HUB_OFFLINE": "1", **(env or {})}
         self.paths = resolve_paths({"RAGD_HOME": str(home)})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "daemon.cli.main", "daemon", "--vault", str(vault)], env=env,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 600  # a 1M-chunk home takes a while to open
         while find_daemon(self.paths) is None:
             if time.monotonic() > deadline or self.proc.poll() is not None:
                 sys.exit("error: the daemon did not start; run `ragd daemon` to see why")
@@ -123,14 +129,62 @@ def search_latency(d: Daemon, queries: list[str]) -> list[float]:
     return out
 
 
+def at_scale(home: Path, source: Path, n: int) -> None:
+    """Save-to-searchable in a big home: a vault is added to what it already holds."""
+    import sqlite3
+    import tomllib
+
+    if not (home / "data" / "catalog.sqlite").exists():
+        sys.exit(f"error: {home} holds no index; build one with bench/query_latency.py")
+    vault = home / "fresh-vault"
+    if not vault.exists():
+        shutil.copytree(source, vault, ignore=shutil.ignore_patterns(".git"))
+    rng = random.Random(7)
+    d = Daemon(vault, home, {"RAGD_OBSIDIAN_ENABLED": "true"})
+    try:
+        d.wait_idle()
+        with sqlite3.connect(f"file:{home / 'data' / 'catalog.sqlite'}?mode=ro", uri=True) as db:
+            chunks = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        config = home / "config" / "config.toml"
+        settings = tomllib.loads(config.read_text(encoding="utf-8")) if config.exists() else {}
+        backend = settings.get("index", {}).get("keyword_backend", "whoosh")
+        queries = ["how to organise daily notes", "templates for meetings", "weekly review",
+                   "project planning", "reading list"] * 4
+        lat_idle = search_latency(d, queries)
+        fresh = edits(d, vault, n, rng)
+        _, rss = proc_stat(d.proc.pid)
+    finally:
+        d.stop()
+    rows = [["chunks", chunks, home.name], ["keyword backend", backend or "?", ""],
+            ["save to searchable p50 (s)", pct(fresh, 50), f"{len(fresh)} edits, one at a time"],
+            ["save to searchable p95 (s)", pct(fresh, 95), ""],
+            ["save to searchable max (s)", max(fresh), ""],
+            ["search idle p50 (ms)", pct(lat_idle, 50), f"{len(lat_idle)} queries, socket"],
+            ["search idle p95 (ms)", pct(lat_idle, 95), ""],
+            ["daemon RSS after (MB)", rss, ""]]
+    print(table(f"freshness at scale: {home.name}", rows, ["measure", "value", "note"]))
+    out = write_json(f"freshness-{home.name}", {
+        "home": str(home), "chunks": chunks, "keyword_backend": backend,
+        "save_to_searchable_s": {"p50": pct(fresh, 50), "p95": pct(fresh, 95),
+                                 "max": max(fresh), "n": len(fresh), "all": fresh},
+        "search_ms": {"p50": pct(lat_idle, 50), "p95": pct(lat_idle, 95)},
+        "daemon_rss_mb": rss})
+    print(f"wrote {out}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--vault", type=Path, default=None)
     ap.add_argument("--edits", type=int, default=100)
     ap.add_argument("--burst", type=int, default=500)
     ap.add_argument("--idle-seconds", type=float, default=30.0)
+    ap.add_argument("--home", type=Path, default=None,
+                    help="measure save-to-searchable on this existing RAGD_HOME")
     args = ap.parse_args()
     source = args.vault or corpus("vault", "kepano-obsidian")
+    if args.home:
+        at_scale(args.home.expanduser().resolve(), source, args.edits)
+        return
     rng = random.Random(7)
     queries = ["how to organise daily notes", "templates for meetings", "book reviews",
                "weekly review", "project planning", "reading list", "recipes", "travel",

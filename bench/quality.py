@@ -27,6 +27,12 @@ expected note's rank; nDCG@10 on SciFact), so a fusion change can be judged quer
 --home keeps the indexes (and the generated SciFact notes) between runs: the catalog caches
 vectors by the hash of the embedded text, so a re-run embeds nothing and takes a few minutes.
 Without it a temporary folder is used and SciFact costs ~10-15 min of embedding on 2 cores.
+
+--approximate (with --home) runs on a copy of the home with the approximations that ragd
+uses only on big indexes forced on: the IVF-SQ8 vector index (decision 0014) and the keyword
+postings budget (decisions 0016, 0019). It writes quality-approximate.json, and the
+previous-run column is then the exact run (quality.json): issue 16's "within 0.005 of the
+exact legs".
 Each data set gets a RAGD_HOME of its own under it (scifact/, scifact-quick/, known-VAULT/):
 BM25 statistics are global to a Whoosh index, so a collection's keyword ranking would
 otherwise change with whatever else was indexed beside it.
@@ -365,6 +371,30 @@ def previous_run(quick: bool) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+APPROX_FROM = 1000  # vectors: every benchmark index is past it
+
+
+def approximate_copy(home: Path, tmp: Path) -> Path:
+    """A copy of ``home`` to force approximations on: the IVF index it builds is saved."""
+    import shutil
+
+    copy = tmp / "approximate"
+    print(f"copying {home} for the approximate run ...", file=sys.stderr)
+    shutil.copytree(home, copy, ignore=shutil.ignore_patterns("run", "*.lock"))
+    return copy
+
+
+def force_approximate(app: Any) -> None:
+    """Build the IVF-SQ8 index now and put every query under the postings budget."""
+    from daemon.stores import fulltext
+
+    fulltext.MIN_POSTINGS = 0
+    if app.faiss.kind == "flat" and app.faiss.size >= APPROX_FROM:
+        app.faiss.start_build().join()
+    print(f"approximate: vector index {app.faiss.kind} ({app.faiss.size:,} vectors), "
+          "postings budget always on", file=sys.stderr)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="SciFact subset (a few minutes)")
@@ -376,7 +406,11 @@ def main() -> None:
                     "'# vault:' line, under the shared corpus); only with one --known-items")
     ap.add_argument("--no-scifact", action="store_true")
     ap.add_argument("--no-known-items", action="store_true")
+    ap.add_argument("--approximate", action="store_true",
+                    help="force the big-index approximations on a copy of --home")
     args = ap.parse_args()
+    if args.approximate and not args.home:
+        sys.exit("error: --approximate needs --home (run once without it to fill the home)")
     files = [] if args.no_known_items else (args.known_items or list(KNOWN_ITEM_SETS))
     if args.vault and len(files) != 1:
         sys.exit("error: --vault needs exactly one --known-items file")
@@ -387,14 +421,23 @@ def main() -> None:
     if not args.no_scifact:
         load_scifact(args.quick)  # fail now, not after indexing the vault, if data is missing
     prev = previous_run(args.quick)
+    result = ("quality-quick" if args.quick else "quality") + ("-approximate" if args.approximate
+                                                                else "")
     out: dict[str, Any] = {"quick": args.quick, "k": K, "config": {"search.max_per_source": 1},
                            "published": PUBLISHED, "published_sources": PUBLISHED_SOURCES}
     with tempfile.TemporaryDirectory(prefix="ragd-quality-") as tmp:
         root = args.home.expanduser().resolve() if args.home else Path(tmp)
-        overrides = {"search.max_per_source": 1}
+        overrides: dict[str, Any] = {"search.max_per_source": 1}
+        if args.approximate:
+            root = approximate_copy(root, Path(tmp))
+            overrides["index.approx_vectors_from"] = APPROX_FROM
+            out["config"]["approximate"] = {"index.approx_vectors_from": APPROX_FROM,
+                                            "postings budget": "always"}
         for f, rows, vault in sets:
             with ragd_app(root / f"known-{vault.name}", overrides,
                           on_progress=progress_printer("indexing")) as app:
+                if args.approximate:
+                    force_approximate(app)
                 res = run_known_items(app, rows, vault)
             res["file"] = str(f)
             out.setdefault("known_item_sets", {})[vault.name] = res
@@ -403,6 +446,8 @@ def main() -> None:
         if not args.no_scifact:
             home = scifact_home(root, args.quick)[0]
             with ragd_app(home, overrides, on_progress=progress_printer("indexing")) as app:
+                if args.approximate:
+                    force_approximate(app)
                 out["scifact"] = run_scifact(app, home, args.quick)
     for name, res in out.get("known_item_sets", {}).items():
         before = _previous(prev, "known_item_sets", name)
@@ -416,12 +461,12 @@ def main() -> None:
         if not args.quick:
             labels += list(PUBLISHED)
             values += [(v["ndcg@10"] or 0.0) * 100 for v in PUBLISHED.values()]
-        bar_plot("quality-quick" if args.quick else "quality",
+        bar_plot(result,
                  "SciFact nDCG@10" + (" (quick subset)" if args.quick else ""), labels, values,
                  "nDCG@10 x 100")
     if prev:
         print(f"previous run: {_previous(prev, 'machine', 'date') or 'date unknown'}")
-    path = write_json("quality-quick" if args.quick else "quality", out)
+    path = write_json(result, out)
     print(f"wrote {path}")
 
 

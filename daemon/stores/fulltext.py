@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from daemon.search.filters import Filters, to_whoosh
+from daemon.search.filters import Filters
 from daemon.stores import IndexStore, read_json, write_json_atomic
 from daemon.stores.catalog import Catalog, ChunkRow
 from daemon.stores.whoosh_postings import Postings, PostingsCache
@@ -153,6 +153,34 @@ def within_budget(dfs: Sequence[int], doc_count: int) -> list[int]:
     return sorted(keep)
 
 
+def filter_mask(searcher: Any, postings: Postings, f: Filters) -> np.ndarray:
+    """Which documents pass ``f``, from the postings of its fields: the same documents as
+    ``filters.to_whoosh(f)`` matches (a test checks it), at array speed."""
+    mask = np.ones(postings.doc_count, dtype=bool)
+    if f.collections is not None:
+        mask &= postings.any_of("collection", f.collections)
+    if f.source_type:
+        mask &= postings.any_of("source_type", [f.source_type])
+    if f.date_from is not None or f.date_to is not None:
+        field = searcher.schema["date"]
+        low = f.date_from if f.date_from is not None else -(2**31)
+        high = f.date_to if f.date_to is not None else 2**31
+        # Each date is indexed at several precisions; the full-precision terms come first.
+        days = [t for t in field.sortable_terms(searcher.reader(), "date")
+                if low <= field.from_bytes(t) <= high]
+        mask &= postings.any_of("date", days)
+    if f.folder:
+        mask &= postings.any_of("folders", [f.folder])
+    for tag in f.tags:
+        mask &= postings.any_of("tags", [tag])
+    for name, value in (("sender", f.sender), ("author", f.author)):
+        if value:
+            needle = value.lower().encode("utf-8")
+            names = [t for t in searcher.reader().lexicon(name) if needle in t]
+            mask &= postings.any_of(name, names)
+    return mask
+
+
 class WhooshStore:
     """Whoosh, one commit per apply; searches share one searcher, reopened after commits."""
 
@@ -172,7 +200,7 @@ class WhooshStore:
         self._searcher: Any = None
         self._postings: Postings | None = None
         self._postings_cache = PostingsCache()
-        self._filters: OrderedDict[Filters, Any] = OrderedDict()
+        self._filters: OrderedDict[Filters, np.ndarray] = OrderedDict()
         self.analyse_text = _analyzer()
         state = read_json(self._state_file)
         self.stale = False
@@ -245,25 +273,22 @@ class WhooshStore:
             self._postings = Postings(self._searcher, "text", self._postings_cache)
         return self._searcher, self._postings
 
-    def _allowed(self, searcher: Any, filters: Filters) -> Any:
-        """The filter as a set of document numbers and as a mask, computed once per filter
-        and commit: Whoosh would otherwise list every matching document for every query."""
+    def _allowed(self, searcher: Any, postings: Postings, filters: Filters
+                 ) -> np.ndarray | None:
+        """The filter as a mask over document numbers, kept per filter until the next
+        commit. Built from the filter fields' postings (decoded once per segment and
+        cached), never by listing matches through Whoosh, which costs a search."""
         if not filters.active:
             return None
-        allowed = self._filters.get(filters)
-        if allowed is None:
-            from whoosh.idsets import BitSet
-
-            docs = list(searcher.docs_for_query(to_whoosh(filters)))
-            mask = np.zeros(searcher.doc_count_all(), dtype=bool)
-            mask[np.asarray(docs, dtype=np.int64)] = True
-            allowed = (BitSet(docs, size=searcher.doc_count_all()), mask)
-            self._filters[filters] = allowed
+        mask = self._filters.get(filters)
+        if mask is None:
+            mask = filter_mask(searcher, postings, filters)
+            self._filters[filters] = mask
             while len(self._filters) > FILTER_CACHE:
                 self._filters.popitem(last=False)
         else:
             self._filters.move_to_end(filters)
-        return allowed
+        return mask
 
     def analyse(self, text: str) -> list[str]:
         return list(dict.fromkeys(t.text for t in self.analyse_text(text)))
@@ -281,47 +306,50 @@ class WhooshStore:
     def _chunk_ids(searcher: Any, hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
         return [(int(searcher.stored_fields(d)["chunk_id"]), score) for d, score in hits]
 
+    @staticmethod
+    def _phrase(searcher: Any, postings: Postings, words: Sequence[str], limit: int | None,
+                allowed: np.ndarray | None, boost: float = 1.0) -> list[tuple[int, float]]:
+        """(document, score) of the chunks holding ``words`` as a phrase. Positions are
+        read only for chunks holding every word: for most queries there are none."""
+        from whoosh import query as Q
+        from whoosh.idsets import BitSet
+
+        candidates = postings.containing_all(words)
+        if allowed is not None:
+            candidates = candidates[allowed[candidates]]
+        if not len(candidates):
+            return []  # also because Whoosh would read an empty filter as none at all
+        only = BitSet(candidates.tolist(), size=postings.doc_count)
+        found = searcher.search(Q.Phrase("phrase", list(words), boost=boost), limit=limit,
+                                filter=only)
+        return [(hit.docnum, float(hit.score)) for hit in found]
+
     def search_any(self, terms: Sequence[str], phrases: Sequence[Sequence[str]], k: int,
                    filters: Filters) -> list[tuple[int, float]]:
         """BM25 over an OR of ``terms``, scored with NumPy (whoosh_postings.py); a quoted
         phrase adds its own score, doubled, where it occurs."""
-        from whoosh import query as Q
-
         if not terms or k <= 0:
             return []
         with self._search_lock:
             searcher, postings = self._current()
-            allowed = self._allowed(searcher, filters)
+            allowed = self._allowed(searcher, postings, filters)
             dfs = [searcher.doc_frequency("text", t) for t in terms]
             scores = postings.scores([terms[n] for n in within_budget(dfs, postings.doc_count)])
             for words in (p for p in phrases if len(p) > 1):
-                found = searcher.search(Q.Phrase("phrase", list(words), boost=2.0), limit=None,
-                                        filter=allowed[0] if allowed else None)
-                for hit in found:
-                    scores[hit.docnum] += hit.score
-            best = postings.top(scores, k, allowed[1] if allowed else None)
-            return self._chunk_ids(searcher, best)
+                for doc, score in self._phrase(searcher, postings, words, None, allowed, 2.0):
+                    scores[doc] += score
+            return self._chunk_ids(searcher, postings.top(scores, k, allowed))
 
     def search_phrase(self, words: Sequence[str], k: int, filters: Filters
                       ) -> list[tuple[int, float]]:
-        """Chunks holding ``words`` as a phrase. Only documents holding every word are
-        checked for positions: for most queries there are none, and nothing is read."""
-        from whoosh import query as Q
-        from whoosh.idsets import BitSet
-
+        """Chunks holding ``words`` as a phrase, best first."""
         if len(words) < 2 or k <= 0:
             return []
         with self._search_lock:
             searcher, postings = self._current()
-            allowed = self._allowed(searcher, filters)
-            candidates = postings.containing_all(words)
-            if allowed is not None:
-                candidates = candidates[allowed[1][candidates]]
-            if not len(candidates):
-                return []
-            only = BitSet(candidates.tolist(), size=searcher.doc_count_all())
-            found = searcher.search(Q.Phrase("phrase", list(words)), limit=k, filter=only)
-            return [(int(hit["chunk_id"]), float(hit.score)) for hit in found]
+            allowed = self._allowed(searcher, postings, filters)
+            return self._chunk_ids(searcher,
+                                   self._phrase(searcher, postings, words, k, allowed))
 
     def save(self) -> None:
         """Nothing to do: each apply is a commit."""

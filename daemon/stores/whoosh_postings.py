@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -60,7 +60,7 @@ def _decode(leaf: Any, field: str, term: bytes) -> tuple[np.ndarray, np.ndarray]
 
     matcher = leaf._terms.matcher(field, term, leaf.schema[field].format)
     if isinstance(matcher, ListMatcher):  # a rare term's postings live in its term info
-        ids = np.asarray(matcher._ids, dtype=np.int64)
+        ids = np.asarray(matcher._ids, dtype=np.int32)
         weights = matcher._weights
         freqs = (np.asarray(weights, dtype=np.float32) if weights is not None
                  else np.ones(len(ids), dtype=np.float32))
@@ -73,7 +73,7 @@ def _decode(leaf: Any, field: str, term: bytes) -> tuple[np.ndarray, np.ndarray]
         matcher._read_data()  # decompresses and unpickles (ids, weights, values)
         deltas, weights = matcher._data[0], matcher._data[1]
         count = matcher._blocklength
-        id_blocks.append(np.cumsum(np.asarray(deltas, dtype=np.int64)))
+        id_blocks.append(np.cumsum(np.asarray(deltas, dtype=np.int32), dtype=np.int32))
         if weights is None:  # every weight 1.0
             freq_blocks.append(np.ones(count, dtype=np.float32))
         elif isinstance(weights, float):  # every weight the same
@@ -148,26 +148,36 @@ class Postings:
                 dead = np.fromiter(leaf.deleted_docs_set, dtype=np.int64)
                 self.live[dead + offset] = False
 
-    def docs(self, term: str) -> tuple[np.ndarray, np.ndarray]:
-        """Every posting of ``term`` in this searcher: (document numbers, frequencies)."""
-        tbytes = term.encode("utf-8")
+    def docs(self, term: str | bytes, field: str | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """Every posting of ``term`` in ``field`` (default: the scored one) in this
+        searcher: (document numbers, frequencies)."""
+        field = field or self.field
+        tbytes = term.encode("utf-8") if isinstance(term, str) else term
         id_parts: list[np.ndarray] = []
         freq_parts: list[np.ndarray] = []
         for leaf, offset, segment in self.leaves:
-            if not leaf.doc_frequency(self.field, tbytes):
+            if not leaf.doc_frequency(field, tbytes):
                 continue
-            key = (segment, self.field, tbytes)
+            key = (segment, field, tbytes)
             hit = self.cache.get(key)
             if hit is None:
-                hit = _decode(leaf, self.field, tbytes)
+                hit = _decode(leaf, field, tbytes)
                 self.cache.put(key, hit)
             id_parts.append(hit[0] + offset if offset else hit[0])
             freq_parts.append(hit[1])
         if not id_parts:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
         if len(id_parts) == 1:
             return id_parts[0], freq_parts[0]
         return np.concatenate(id_parts), np.concatenate(freq_parts)
+
+    def any_of(self, field: str, terms: Iterable[str | bytes]) -> np.ndarray:
+        """A mask of the documents holding at least one of ``terms`` in ``field``."""
+        mask = np.zeros(self.doc_count, dtype=bool)
+        for term in terms:
+            mask[self.docs(term, field)[0]] = True
+        return mask
 
     def idf(self, term: str) -> float:
         df = self.searcher.doc_frequency(self.field, term)
@@ -192,7 +202,7 @@ class Postings:
             if not len(common):
                 break
         if common is None:
-            return np.zeros(0, dtype=np.int64)
+            return np.zeros(0, dtype=np.int32)
         return common[self.live[common]]
 
     def top(self, scores: np.ndarray, k: int, allowed: np.ndarray | None = None

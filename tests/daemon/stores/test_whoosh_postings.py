@@ -127,3 +127,34 @@ def test_an_empty_index_scores_nothing(tmp_path: Path) -> None:
     assert s.search_any(["anything"], [], 10, Filters()) == []
     assert s.search_phrase(["any", "thing"], 10, Filters()) == []
     s.close()
+
+
+def test_filter_masks_match_whooshs_own_filter_queries(tmp_path: Path) -> None:
+    from daemon.search.filters import to_whoosh
+    from daemon.stores.fulltext import filter_mask
+
+    rng = random.Random(3)
+    s = WhooshStore(tmp_path)
+    for batch in range(3):  # three segments
+        rows = [row(batch * 100 + i, _text(rng, 10), path=f"{'ab'[i % 2]}/{'cd'[i % 3 % 2]}/n.md",
+                    collection=f"c{i % 4}", date=20240101 + (i % 28) if i % 5 else None,
+                    tags=(("proj/alpha",) if i % 3 == 0 else ("misc",)),
+                    sender=("Ada Lovelace <ada@example.org>" if i % 7 == 0 else ""))
+                for i in range(100)]
+        s.apply(rows, [], batch + 1, {})
+    s.apply([], [3, 150], 4, {})
+    cases = [Filters(collections=("c1", "c2")), Filters(collections=()),
+             Filters(source_type="markdown"), Filters(date_from=20240110),
+             Filters(date_to=20240105), Filters(date_from=20240103, date_to=20240103),
+             Filters(folder="a/c"), Filters(folder="b"), Filters(tags=("proj",)),
+             Filters(tags=("proj/alpha", "misc")), Filters(sender="lovelace"),
+             Filters(sender="nobody"), Filters(collections=("c0",), date_from=20240115,
+                                               folder="a")]
+    with s._search_lock:
+        searcher, postings = s._current()
+        for f in cases:
+            mask = filter_mask(searcher, postings, f)
+            expected = set(searcher.docs_for_query(to_whoosh(f)))
+            assert set(np.flatnonzero(mask & postings.live).tolist()) == expected, f
+    assert any(len(set(searcher.docs_for_query(to_whoosh(f)))) for f in cases)
+    s.close()

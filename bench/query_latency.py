@@ -20,7 +20,9 @@ Paths measured, with the same queries (the known-item questions, then SciFact te
   socket (JSON-RPC);
 - MCP: `ragd-mcp` launched over stdio and driven by the MCP SDK's ClientSession
   (`rag_search`, top_k=10), talking to that same daemon. The MCP handshake is timed too.
-Memory: VmRSS / VmHWM of the in-process child and of the daemon at each size.
+Memory: VmRSS / VmHWM of the in-process child and of the daemon at each size. The semantic
+leg's recall@50: the vector index served (IVF-SQ8 past index.approx_vectors_from) against
+exact search over the catalog's float32 vectors, with the same queries.
 The previous run (bench/results/query_latency.json as it was) is printed beside this one.
 
 How the indexes are built, all under --home (default ~/.cache/ragd-bench/latency, kept
@@ -71,6 +73,7 @@ NOISE = 0.05
 BATCH_SOURCES = 200
 CATCH_UP_EVERY = 50_000  # chunks committed between projections to FAISS and Whoosh
 BUILD_VERSION = 2  # bump when the way size homes are built changes
+RECALL_K = 50  # the semantic leg's recall is measured on hybrid search's top 50
 
 
 # -- query set ----------------------------------------------------------------------------------
@@ -469,6 +472,35 @@ def _tantivy_store(app: Any) -> Any:
     return store
 
 
+def semantic_recall(app: Any, queries: list[str], k: int) -> dict[str, Any]:
+    """Recall@k of the vector index the daemon serves (IVF-SQ8 past its threshold) against
+    exact search over the catalog's float32 vectors, scanned in batches of 2,000 chunks."""
+    import numpy as np
+
+    faiss_store = app.faiss
+    if faiss_store.kind == "flat":
+        return {"index": "flat", "recall": 1.0, "k": k, "queries": len(queries)}
+    vecs = np.stack([app.embedder.embed_query(q) for q in queries]).astype(np.float32)
+    best = np.full((len(queries), k), -np.inf, dtype=np.float32)
+    best_ids = np.full((len(queries), k), -1, dtype=np.int64)
+    fp = app.embedder.fingerprint
+    for rows in app.catalog.iter_chunks():
+        got = app.catalog.vectors_for(fp, rows)
+        if not got:
+            continue
+        ids = np.fromiter(got.keys(), dtype=np.int64)
+        scores = vecs @ np.stack(list(got.values())).astype(np.float32).T
+        both = np.concatenate([best, scores], axis=1)
+        both_ids = np.concatenate([best_ids, np.broadcast_to(ids, scores.shape)], axis=1)
+        top = np.argpartition(-both, k - 1, axis=1)[:, :k]
+        best = np.take_along_axis(both, top, axis=1)
+        best_ids = np.take_along_axis(both_ids, top, axis=1)
+    found = [len({i for i, _ in faiss_store.search(v, k, None)} & set(e.tolist())) / k
+             for v, e in zip(vecs, best_ids, strict=True)]
+    return {"index": faiss_store.kind, "recall": float(np.mean(found)), "k": k,
+            "queries": len(queries)}
+
+
 def inprocess_worker(job: dict[str, Any]) -> dict[str, Any]:
     """In a child process: open the index once, then, query by query, time each keyword
     backend's legs and a hybrid search with it, in turn: the backends share the machine's
@@ -527,9 +559,10 @@ def inprocess_worker(job: dict[str, Any]) -> dict[str, Any]:
                     call()
                     ms[(b, leg)].append((time.perf_counter() - t) * 1000)
         rss = proc_memory()
+        recall = semantic_recall(app, queries, RECALL_K)
         for b in backends:
             out[b]["legs"] = {leg: summary(ms[(b, leg)], queries) for leg in legs[:3]}
-            out[b]["legs"]["semantic"] = summary(sem)
+            out[b]["legs"]["semantic"] = {**summary(sem), "recall": recall}
             out[b]["hybrid"] = summary(ms[(b, "hybrid")], queries)
             out[b]["memory"].update(rss)
         for store in stores.values():
@@ -684,6 +717,10 @@ def previous_rows(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
     return out
 
 
+def _recall(r: dict[str, Any] | None) -> str:
+    return f"{r['recall']:.3f} ({r['index']})" if r else "-"
+
+
 def leg_table(results: list[dict[str, Any]], prev: dict[tuple[str, str], dict[str, Any]]
               ) -> str:
     rows = []
@@ -695,7 +732,7 @@ def leg_table(results: list[dict[str, Any]], prev: dict[tuple[str, str], dict[st
             rows.append([
                 r["label"], backend, legs["keyword"]["p50"], kw95,
                 legs["keyword_filtered"]["p95"], legs["phrase"]["p95"], legs["semantic"]["p95"],
-                ip["hybrid"]["p50"], ip["hybrid"]["p95"],
+                _recall(legs["semantic"].get("recall")), ip["hybrid"]["p50"], ip["hybrid"]["p95"],
                 _ratio(kw95, base and base["legs"]["keyword"]["p95"]),
                 _ratio(ip["hybrid"]["p95"], base and base["hybrid"]["p95"]),
                 ip["memory"].get("delta_mb"),
@@ -705,7 +742,8 @@ def leg_table(results: list[dict[str, Any]], prev: dict[tuple[str, str], dict[st
                  "in turn on each query; ratios: this row / legacy; +MB: RSS added by opening "
                  "and warming the backend", rows,
                  ["size", "keyword", "kw p50", "kw p95", "kw+filter p95", "phrase p95",
-                  "sem p95", "hybrid p50", "hybrid p95", "kw p95 ratio", "hybrid p95 ratio",
+                  "sem p95", f"sem recall@{RECALL_K}", "hybrid p50", "hybrid p95",
+                  "kw p95 ratio", "hybrid p95 ratio",
                   "+MB open", "prev kw p95", "prev hybrid p95"])
 
 

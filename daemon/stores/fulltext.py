@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 # 2: one combined ``text`` field replaces title/headings/content (decision 0016).
 # 3: ``text`` keeps frequencies only, for scoring; ``phrase`` holds the positions
 #    (decision 0019).
-SCHEMA_VERSION = "3"
+# 4: segments are written as separate files, not one compound file (decision 0019).
+SCHEMA_VERSION = "4"
 # The keyword index's name in `ragd index --rebuild keyword`, status and consistency
 # checks, whichever backend serves it.
 KEYWORD_ROLE = "keyword"
@@ -229,7 +230,10 @@ class WhooshStore:
     def apply(self, rows: Sequence[ChunkRow], deletes: Sequence[int], mark: int,
               vectors: Mapping[int, np.ndarray]) -> None:
         with self._lock:
-            writer = self._ix.writer(timeout=30)
+            # Not compound: Whoosh copies each sub-file of a compound segment into memory
+            # when it opens it (a BytesIO over the mmap), 1 GB of postings at 1M chunks.
+            # Separate files are read through the OS cache instead (decision 0019).
+            writer = self._ix.writer(timeout=30, compound=False)
             try:
                 for cid in [r.id for r in rows] + list(deletes):
                     writer.delete_by_term("chunk_id", str(cid))

@@ -158,3 +158,9 @@ def test_filter_masks_match_whooshs_own_filter_queries(tmp_path: Path) -> None:
             assert set(np.flatnonzero(mask & postings.live).tolist()) == expected, f
     assert any(len(set(searcher.docs_for_query(to_whoosh(f)))) for f in cases)
     s.close()
+
+
+def test_segments_are_separate_files_never_copied_into_memory(store: WhooshStore) -> None:
+    # A compound segment (.seg) is read through a BytesIO copy of each of its files.
+    assert not list(store.dir.glob("*.seg"))
+    assert list(store.dir.glob("*.pst"))

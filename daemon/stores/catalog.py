@@ -723,6 +723,22 @@ class Catalog:
                     found[h] = np.frombuffer(blob, dtype=np.float32)
         return found
 
+    def chunk_vectors(self, fingerprint: str, ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The exact (float32) vectors of these chunks under this fingerprint."""
+        found: dict[int, np.ndarray] = {}
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                part = list(ids[start : start + 500])
+                marks = ",".join("?" * len(part))
+                for cid, blob in self._db.execute(
+                    "SELECT ch.id, e.vector FROM chunks ch JOIN embeddings e"
+                    " ON e.text_hash=ch.embed_hash AND e.fingerprint=?"
+                    f" WHERE ch.id IN ({marks})",
+                    (fingerprint, *part),
+                ):
+                    found[cid] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
     def prune_embeddings(self, fingerprint: str) -> int:
         """Drop cached vectors no chunk uses any more (and every other fingerprint's)."""
         with self.transaction() as db:

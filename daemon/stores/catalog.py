@@ -710,33 +710,29 @@ class Catalog:
 
     def cached_vectors(self, fingerprint: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Vectors already computed for these texts under this fingerprint."""
-        found: dict[str, np.ndarray] = {}
-        with self._lock:
-            for start in range(0, len(hashes), 500):
-                part = list(hashes[start : start + 500])
-                marks = ",".join("?" * len(part))
-                for h, blob in self._db.execute(
-                    f"SELECT text_hash, vector FROM embeddings WHERE fingerprint=?"
-                    f" AND text_hash IN ({marks})",
-                    (fingerprint, *part),
-                ):
-                    found[h] = np.frombuffer(blob, dtype=np.float32)
-        return found
+        return self._vectors_where(
+            "SELECT text_hash, vector FROM embeddings WHERE fingerprint=? AND text_hash IN ({})",
+            fingerprint, hashes)
 
     def chunk_vectors(self, fingerprint: str, ids: Sequence[int]) -> dict[int, np.ndarray]:
         """The exact (float32) vectors of these chunks under this fingerprint."""
-        found: dict[int, np.ndarray] = {}
+        return self._vectors_where(
+            "SELECT ch.id, e.vector FROM chunks ch JOIN embeddings e"
+            " ON e.text_hash=ch.embed_hash AND e.fingerprint=? WHERE ch.id IN ({})",
+            fingerprint, ids)
+
+    def _vectors_where(self, sql: str, fingerprint: str, keys: Sequence[Any]
+                       ) -> dict[Any, np.ndarray]:
+        """(key, vector blob) rows of ``sql`` for ``keys``, 500 at a time (SQLite's limit
+        on variables)."""
+        found: dict[Any, np.ndarray] = {}
         with self._lock:
-            for start in range(0, len(ids), 500):
-                part = list(ids[start : start + 500])
-                marks = ",".join("?" * len(part))
-                for cid, blob in self._db.execute(
-                    "SELECT ch.id, e.vector FROM chunks ch JOIN embeddings e"
-                    " ON e.text_hash=ch.embed_hash AND e.fingerprint=?"
-                    f" WHERE ch.id IN ({marks})",
-                    (fingerprint, *part),
-                ):
-                    found[cid] = np.frombuffer(blob, dtype=np.float32)
+            for start in range(0, len(keys), 500):
+                part = list(keys[start : start + 500])
+                rows = self._db.execute(sql.format(",".join("?" * len(part))),
+                                        (fingerprint, *part))
+                for key, blob in rows:
+                    found[key] = np.frombuffer(blob, dtype=np.float32)
         return found
 
     def prune_embeddings(self, fingerprint: str) -> int:

@@ -100,7 +100,25 @@ def decode(frame: bytes) -> Any:
     Raises ``ValueError`` for invalid UTF-8, malformed JSON, NaN/Infinity and oversized
     integers, and ``RecursionError`` for absurdly nested input.
     """
-    return json.loads(frame.decode("utf-8"), parse_constant=_reject_constant)
+    text = frame.decode("utf-8")
+    obj = json.loads(text, parse_constant=_reject_constant)
+    # An escape can spell a lone surrogate ("\ud800"), which no index, SQL query or reply
+    # can encode: such strings get U+FFFD in its place.
+    return _without_surrogates(obj) if "\\u" in text else obj
+
+
+def _without_surrogates(obj: Any) -> Any:
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+        except UnicodeEncodeError:
+            return obj.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        return obj
+    if isinstance(obj, list):
+        return [_without_surrogates(v) for v in obj]
+    if isinstance(obj, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in obj.items()}
+    return obj
 
 
 # -- messages --------------------------------------------------------------------------------

@@ -31,4 +31,6 @@ def build_request(engine: SearchEngine, *, query: str, collection: str | None = 
         sender=(sender or "").strip() or None,
         author=(author or "").strip() or None,
     )
+    # A command line can carry lone surrogates (undecodable bytes); no index can encode them.
+    query = query.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
     return SearchRequest(query=query, top_k=top_k, mode=mode, filters=filters, explain=explain)

@@ -225,3 +225,11 @@ def test_models_are_reachable_by_name() -> None:
     assert p.IndexParams(path="/x").wait is True
     with pytest.raises(AttributeError):
         _ = p.NoSuchThing
+
+
+def test_lone_surrogates_in_escapes_become_replacement_characters() -> None:
+    frame = b'{"method":"search","params":{"query":"a \\ud800 b","tags":["\\udfff"]}}\n'
+    msg = p.decode(frame)
+    assert msg["params"]["query"] == "a \ufffd\ufffd\ufffd b"
+    assert msg["params"]["tags"][0].encode("utf-8")  # encodable again
+    assert p.decode(b'{"q":"\\ud83d\\ude00"}') == {"q": "\U0001f600"}  # a real pair stays

@@ -42,6 +42,10 @@ FILTER_OVERFETCH = 200
 # quantisation reorders near-ties. At 1M chunks the exact top 50 was always inside the
 # approximate top 100, but only 95% of it inside the top 50 (decision 0019).
 REFINE = 2
+# A query's keyword and phrase legs use at most this many distinct terms (questions and
+# claims have 5-40): a pasted page of 20,000 words held the keyword index for seconds.
+MAX_QUERY_TERMS = 64
+MAX_QUOTED = 8  # quoted phrases a query's keyword leg matches
 _LEGS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ragd-leg")
 
 _QUOTED = re.compile(r'"([^"]+)"')
@@ -122,11 +126,15 @@ class SearchEngine:
         """The keyword index's terms of ``text`` (distinct, in order)."""
         return self.whoosh.analyse(text)
 
+    def query_terms(self, text: str) -> list[str]:
+        """The first MAX_QUERY_TERMS distinct terms of a query (or of a quoted phrase)."""
+        return self.analyse(text)[:MAX_QUERY_TERMS]
+
     def keyword_hits(self, query: str, k: int, filters: Filters) -> list[tuple[int, float]]:
         """BM25 over the combined text field, matching ANY analysed term: documents matching
         more terms rank higher. (chunk id, BM25 score), best first."""
-        phrases = [self.analyse(p) for p in _QUOTED.findall(query)]
-        return self.whoosh.search_any(self.analyse(query), phrases, k, filters)
+        phrases = [self.query_terms(p) for p in _QUOTED.findall(query)[:MAX_QUOTED]]
+        return self.whoosh.search_any(self.query_terms(query), phrases, k, filters)
 
     def keyword_leg(self, query: str, k: int, filters: Filters) -> list[int]:
         return [cid for cid, _ in self.keyword_hits(query, k, filters)]
@@ -147,20 +155,29 @@ class SearchEngine:
         where, args = to_sql(filters)
         size = self.faiss.size
         fetch = min(size, max(k * 4, FILTER_OVERFETCH))
-        hits = self._refined(vec, fetch, None)
+        hits = self.faiss.search(vec, fetch, None)
         keep = self.catalog.chunks_matching([i for i, _ in hits], where, args)
         matched = [(i, score) for i, score in hits if i in keep]
         if len(matched) >= k or fetch >= size:
-            return matched[:k]
+            # Only the matching ones are reranked: exact vectors are read from disk.
+            return self._exact(vec, matched[: self._fetch(k)], k)
         return self._refined(vec, k, self.catalog.filter_chunk_ids(where, args))
+
+    def _fetch(self, k: int) -> int:
+        """How many hits to take from the vector index for a top k."""
+        return k if self.faiss.kind == "flat" else k * REFINE
 
     def _refined(self, vec: np.ndarray, k: int, allowed: Sequence[int] | None
                  ) -> list[tuple[int, float]]:
         """The vector index's top k; from an approximate index, REFINE·k of its best
         reranked by their exact vectors from the catalog."""
+        return self._exact(vec, self.faiss.search(vec, self._fetch(k), allowed), k)
+
+    def _exact(self, vec: np.ndarray, hits: list[tuple[int, float]], k: int
+               ) -> list[tuple[int, float]]:
+        """The best k of ``hits``, by exact scores when the index is approximate."""
         if self.faiss.kind == "flat":
-            return self.faiss.search(vec, k, allowed)
-        hits = self.faiss.search(vec, k * REFINE, allowed)
+            return hits[:k]
         exact = self.catalog.chunk_vectors(self.embedder.fingerprint, [i for i, _ in hits])
         scored = [(i, float(np.dot(exact[i], vec)) if i in exact else s) for i, s in hits]
         scored.sort(key=lambda h: -h[1])
@@ -180,7 +197,7 @@ class SearchEngine:
 
     def phrase_hits(self, query: str, k: int, filters: Filters) -> list[tuple[int, float]]:
         """Chunks holding the whole query as a phrase (queries of two words or more)."""
-        return self.whoosh.search_phrase(self.analyse(query), k, filters)
+        return self.whoosh.search_phrase(self.query_terms(query), k, filters)
 
     def exact_leg(self, query: str, k: int, filters: Filters) -> list[int]:
         """Exact title/alias matches, then exact phrase matches: never buried by neighbours."""
@@ -225,7 +242,8 @@ class SearchEngine:
         top = collapse(fused, lambda i: rows[i].source_id, s.max_per_source, req.top_k)
         # 1.0 means rank 1 in every leg that found anything (the exact leg only when it hit).
         main = [weights[leg] for leg, ids in legs.items() if ids]
-        return [self._result(rows[f.id], f, normalise(f.score, main, s.rrf_k), req, query)
+        terms = self.query_terms(query)
+        return [self._result(rows[f.id], f, normalise(f.score, main, s.rrf_k), req, terms)
                 for f in top]
 
     def _hybrid(self, query: str, req: SearchRequest) -> list[dict[str, Any]]:
@@ -265,16 +283,17 @@ class SearchEngine:
         for item in fold_properties(chunks, note_of, lambda i: is_properties(rows[i].ordinal)):
             by_note.setdefault(note_of(item.id), []).append(item)
         out: list[dict[str, Any]] = []
+        terms = self.query_terms(query)
         for note in notes:
             for item in by_note.get(note.note, [])[:s.max_per_source]:
                 shown = Fused(item.id, note.score, note.ranks)
-                out.append(self._result(rows[item.id], shown, note.display, req, query))
+                out.append(self._result(rows[item.id], shown, note.display, req, terms))
                 if len(out) >= req.top_k:
                     return out
         return out
 
     def _result(self, row: ChunkRow, f: Fused, score: float, req: SearchRequest,
-                query: str) -> dict[str, Any]:
+                terms: Sequence[str]) -> dict[str, Any]:
         meta = row.metadata
         metadata: dict[str, Any] = {
             "tags": list(row.tags),
@@ -291,7 +310,7 @@ class SearchEngine:
         if row.date and "date" not in metadata:
             d = str(row.date)
             metadata["date"] = f"{d[:4]}-{d[4:6]}-{d[6:]}"
-        metadata["snippet"] = snippet(row.text, self.analyse(query) if query else [])
+        metadata["snippet"] = snippet(row.text, terms)
         if req.explain:
             metadata["explain"] = {"ranks": f.ranks, "fused": round(f.score, 6)}
         return {

@@ -196,7 +196,11 @@ class Postings:
     def containing_all(self, terms: Sequence[str]) -> np.ndarray:
         """The live documents holding every one of ``terms``, in order."""
         common: np.ndarray | None = None
-        for term in sorted(dict.fromkeys(terms), key=lambda t: len(self.docs(t)[0])):
+        # Rarest first (by document frequency, without decoding): the intersection shrinks
+        # fastest, and it stops at the first term that leaves nothing.
+        by_df = sorted(dict.fromkeys(terms),
+                       key=lambda t: self.searcher.doc_frequency(self.field, t))
+        for term in by_df:
             ids = self.docs(term)[0]
             common = ids if common is None else np.intersect1d(common, ids, assume_unique=True)
             if not len(common):

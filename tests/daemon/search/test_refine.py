@@ -47,13 +47,15 @@ def test_approximate_hits_are_reranked_exactly(tmp_path: Path) -> None:
     assert store._build is not None
     store._build.join(60)
     assert store.kind == "ivf"
-    engine = SimpleNamespace(faiss=store, catalog=ExactVectors(dict(zip(ids, x, strict=True))),
-                             embedder=SimpleNamespace(fingerprint="fp"))
+    engine = SearchEngine.__new__(SearchEngine)  # only the parts the vector leg uses
+    engine.faiss = store
+    engine.catalog = ExactVectors(dict(zip(ids, x, strict=True)))  # type: ignore[assignment]
+    engine.embedder = SimpleNamespace(fingerprint="fp")  # type: ignore[assignment]
     plain_found = refined_found = 0
     for q in x[rng.choice(len(x), 40, replace=False)] + 0.01 * rng.standard_normal((40, DIM)):
         q = (q / np.linalg.norm(q)).astype(np.float32)
         exact = {ids[j] for j in np.argsort(-(x @ q))[:K]}
-        refined = SearchEngine._refined(engine, q, K, None)  # type: ignore[arg-type]
+        refined = engine._refined(q, K, None)
         scores = [s for _, s in refined]
         assert scores == sorted(scores, reverse=True)
         for cid, s in refined:  # exact scores, not the 8-bit index's

@@ -79,7 +79,7 @@ class IndexBar:
 
     def event(self, event: dict[str, Any]) -> None:
         """One daemon ``progress`` event (other events are ignored)."""
-        if event.get("phase") in ("index", "done") and event.get("collection"):
+        if event.get("phase") in ("index", "embed", "done") and event.get("collection"):
             self.show(str(event["collection"]), str(event["phase"]),
                       int(event.get("done") or 0), int(event.get("total") or 0),
                       int(event.get("embedded") or 0))
@@ -96,7 +96,10 @@ class IndexBar:
                 if total <= 0 and embedded <= 0:
                     return  # nothing to read: no bar
                 self._open(collection)
-            self._draw(done, total, embedded, final=phase == "done")
+            if phase == "embed":  # after reading: chunks embedded of the known backlog
+                self._draw_chunks(done, total)
+            else:
+                self._draw(done, total, embedded, final=phase == "done")
             if phase == "done":
                 self._close_bar(complete=False)
 
@@ -124,6 +127,12 @@ class IndexBar:
         bar.n = pos.n
         bar.set_postfix_str(f"files {min(done, total) if total else done:,}/{total:,}",
                             refresh=False)
+        bar.refresh()
+
+    def _draw_chunks(self, done: int, total: int) -> None:
+        bar = self._bar
+        bar.unit, bar.total, bar.n = "chunk", max(total, done), done
+        bar.set_postfix_str("embedding", refresh=False)
         bar.refresh()
 
     def _close_bar(self, *, complete: bool) -> None:

@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from daemon.embed.embedding import Embedder
 from daemon.errors import Interrupted
 from daemon.indexer.containers import plan_containers
@@ -31,7 +33,8 @@ from daemon.sources.base import (
     sha256_file,
 )
 from daemon.sources.files import prefix_fingerprint
-from daemon.stores import IndexStore
+from daemon.stores import IndexStore, backlog
+from daemon.stores.backlog import Counts
 from daemon.stores.catalog import (
     Catalog,
     Collection,
@@ -129,7 +132,17 @@ class Indexer:
         self.max_file_bytes = max_file_bytes
         self.on_progress = on_progress or (lambda p: None)
         self.should_stop = should_stop or (lambda: False)
+        # Held for every index projection (catch_up, save, rebuild): the writer and the
+        # embedding thread both apply journal ops, never at the same time.
         self.lock = threading.RLock()
+        # True when a thread embeds the backlog (the daemon): a sync then ends once its
+        # sources are committed. False (the CLI, tests): a sync embeds its backlog before it
+        # returns, with progress.
+        self.background = False
+        self.urgency = backlog.BULK  # of the chunks the current sync commits
+        self.on_backlog: Callable[[], None] = lambda: None  # new chunks wait for vectors
+        self._turn: int | None = None  # the collection embedded last (round robin)
+        self.backlog = Counts()  # refreshed after every commit and every embedded slice
 
     # -- the sync pass ------------------------------------------------------------------------
     def sync(self, coll: Collection, kind: SourceKind | ContainerKind, *,
@@ -168,13 +181,9 @@ class Indexer:
         report.add_stage("scan", time.perf_counter() - t0)
         report.total_found = len(disk) + len(walked.skipped)
         report.unchanged = plan.unchanged
-        with self.lock:
-            self._record_walk_skips(coll, walked.skipped, report, paths)
-            self._apply_plan(coll, kind, root, plan, report)
-            self.catalog.mark_indexed(coll.id)
-            t0 = time.perf_counter()
-            self.save()
-            report.add_stage("write_faiss", time.perf_counter() - t0)
+        self._record_walk_skips(coll, walked.skipped, report, paths)
+        self._apply_plan(coll, kind, root, plan, report)
+        self.catalog.mark_indexed(coll.id)
         return self._finish(coll, report, started)
 
     def _finish(self, coll: Collection, report: IndexReport, started: float) -> IndexReport:
@@ -188,6 +197,11 @@ class Indexer:
                 report.skipped_files.append((row["path"], row["skip_code"], row["skip_detail"]))
                 report.skipped[row["skip_code"]] = report.skipped.get(row["skip_code"], 0) + 1
             report.warnings.extend((row["path"], w) for w in row["warnings"].split(",") if w)
+        if not self.background:  # no embedding thread: the vectors come now, with a bar
+            self.embed_backlog(coll, report)
+        t0 = time.perf_counter()
+        self.save()
+        report.add_stage("write_faiss", time.perf_counter() - t0)
         report.seconds = time.perf_counter() - started
         self.on_progress(Progress(coll.name, "done", report.processed, report.planned,
                                   report.embedded))
@@ -224,61 +238,57 @@ class Indexer:
         report.add_stage("scan", time.perf_counter() - t0)
         report.total_found = len(disk) + len(walked.skipped)
         report.unchanged = plan.unchanged
-        with self.lock:
-            self._record_walk_skips(coll, walked.skipped, report, paths)
-            self.catch_up()
-            # A hint's pass loads the keys of its own containers only; a key met there that
-            # lives elsewhere (a message moved in) is looked up on its own (_entry).
-            scope = None if paths is None else sorted({c.path for c in known}
-                                                      | {f.path for f in disk})
-            keyed = self.catalog.keyed_sources(coll.id, scope)
-            reread = plan.reread
-            self.catalog.forget_copies(coll.id, [f.path for _, f in plan.rewritten])
-            todo = plan.to_read
-            report.planned = len(todo)
-            seen: set[str] = set()
-            group: list[_Parsed] = []
-            done: list[ContainerRecord] = []  # recorded with the group holding their last doc
-            copies: list[tuple[str, str, str]] = []  # second sightings of new documents
-            last: list[ContainerRecord] = []  # rewritten: recorded when their losses are
-            pending = 0
-            for n, (f, start) in enumerate(todo, 1):
-                end = start
-                for entry in kind.entries(root, f.path, start):
-                    if self.should_stop():
-                        self._flush(coll, group, report, done, copies)
-                        raise Interrupted(f"indexing {coll.name} was interrupted")
-                    end = max(end, entry.end)
-                    parsed = self._entry(coll, kind, root, f, entry, keyed, seen, reread,
-                                         report, force, copies)
-                    if parsed is not None:
-                        group.append(parsed)
-                        pending += len(parsed.update.chunks) if parsed.update else 0
-                    if pending >= WINDOW_CHUNKS or len(group) >= GROUP_SOURCES:
-                        self._flush(coll, group, report, done, copies)
-                        group, pending, done, copies = [], 0, [], []
-                        self.on_progress(Progress(coll.name, "index", n - 1, len(todo),
-                                                  report.embedded))
-                record = ContainerRecord(f.path, f.size, f.mtime_ns,
-                                         prefix_fingerprint(root, f.path, end) or "", end)
-                (last if f.path in reread else done).append(record)
-                report.processed += 1
-            self._flush(coll, group, report, done, copies)
-            if self.should_stop():
-                raise Interrupted(f"indexing {coll.name} was interrupted")
-            lost = [k for k, r in keyed.items() if r.container in reread and k not in seen]
-            moved, deleted, chunks = self.catalog.finish_containers(
-                coll.id, lost, [c.path for c in plan.gone], last,
-                lambda key, c, loc: kind.location_metadata(root, key, c, loc))
-            report.moved += moved
-            report.deleted += deleted
-            report.chunks_deleted += chunks
-            self.catch_up(report)
-            self.on_progress(Progress(coll.name, "index", len(todo), len(todo), report.embedded))
-            self.catalog.mark_indexed(coll.id)
-            t0 = time.perf_counter()
-            self.save()
-            report.add_stage("write_faiss", time.perf_counter() - t0)
+        self._record_walk_skips(coll, walked.skipped, report, paths)
+        self.catch_up()
+        # A hint's pass loads the keys of its own containers only; a key met there that
+        # lives elsewhere (a message moved in) is looked up on its own (_entry).
+        scope = None if paths is None else sorted({c.path for c in known}
+                                                  | {f.path for f in disk})
+        keyed = self.catalog.keyed_sources(coll.id, scope)
+        reread = plan.reread
+        self.catalog.forget_copies(coll.id, [f.path for _, f in plan.rewritten])
+        todo = sorted(plan.to_read, key=lambda t: -t[0].mtime_ns)  # newest first
+        report.planned = len(todo)
+        seen: set[str] = set()
+        group: list[_Parsed] = []
+        done: list[ContainerRecord] = []  # recorded with the group holding their last doc
+        copies: list[tuple[str, str, str]] = []  # second sightings of new documents
+        last: list[ContainerRecord] = []  # rewritten: recorded when their losses are
+        pending = 0
+        for n, (f, start) in enumerate(todo, 1):
+            end = start
+            for entry in kind.entries(root, f.path, start):
+                if self.should_stop():
+                    self._flush(coll, group, report, done, copies)
+                    raise Interrupted(f"indexing {coll.name} was interrupted")
+                end = max(end, entry.end)
+                parsed = self._entry(coll, kind, root, f, entry, keyed, seen, reread,
+                                     report, force, copies)
+                if parsed is not None:
+                    group.append(parsed)
+                    pending += len(parsed.update.chunks) if parsed.update else 0
+                if pending >= WINDOW_CHUNKS or len(group) >= GROUP_SOURCES:
+                    self._flush(coll, group, report, done, copies)
+                    group, pending, done, copies = [], 0, [], []
+                    self.on_progress(Progress(coll.name, "index", n - 1, len(todo),
+                                              report.embedded))
+            record = ContainerRecord(f.path, f.size, f.mtime_ns,
+                                     prefix_fingerprint(root, f.path, end) or "", end)
+            (last if f.path in reread else done).append(record)
+            report.processed += 1
+        self._flush(coll, group, report, done, copies)
+        if self.should_stop():
+            raise Interrupted(f"indexing {coll.name} was interrupted")
+        lost = [k for k, r in keyed.items() if r.container in reread and k not in seen]
+        moved, deleted, chunks = self.catalog.finish_containers(
+            coll.id, lost, [c.path for c in plan.gone], last,
+            lambda key, c, loc: kind.location_metadata(root, key, c, loc))
+        report.moved += moved
+        report.deleted += deleted
+        report.chunks_deleted += chunks
+        self.catch_up(report)
+        self.on_progress(Progress(coll.name, "index", len(todo), len(todo), report.embedded))
+        self.catalog.mark_indexed(coll.id)
 
     def _entry(self, coll: Collection, kind: ContainerKind, root: Path, f: FileState,
                entry: Entry, keyed: dict[str, KeyedRecord], seen: set[str], reread: set[str],
@@ -324,7 +334,8 @@ class Indexer:
             return None
         return self._build(coll, entry.key, doc, dict(doc.metadata), entry.content_hash,
                            f.size, f.mtime_ns, report, container=f.path,
-                           locator=entry.locator)
+                           locator=entry.locator,
+                           by_date=getattr(kind, "newest_by_date", False))
 
     def _hash(self, root: Path, rel: str) -> str | None:
         if self.should_stop():
@@ -352,7 +363,8 @@ class Indexer:
         for old, new in plan.moved:
             self._move(coll, kind, root, old.path, new, report)
         self.catch_up()
-        todo = plan.to_read
+        # Newest first: what people ask about first is searchable first.
+        todo = sorted(plan.to_read, key=lambda f: -f.mtime_ns)
         total = report.planned = len(todo)
         group: list[_Parsed] = []
         pending_chunks = 0
@@ -415,7 +427,8 @@ class Indexer:
 
     def _build(self, coll: Collection, path: str, doc: Document, meta: dict[str, object],
                sha: str, size: int, mtime_ns: int, report: IndexReport, *,
-               container: str | None = None, locator: str = "") -> _Parsed | None:
+               container: str | None = None, locator: str = "",
+               by_date: bool = False) -> _Parsed | None:
         """Chunk a parsed document into its catalog update (None when chunking failed: the
         source is recorded as skipped)."""
         report.warnings.extend((path, w) for w in doc.warnings)
@@ -442,7 +455,8 @@ class Indexer:
             path=path, size=size, mtime_ns=mtime_ns, sha256=sha, title=doc.title,
             source_type=doc.source_type, date=date, metadata=meta,
             tags=tuple(str(t) for t in doc.metadata.get("tags", ())), warnings=doc.warnings,
-            chunks=tuple(chunks), container=container, locator=locator)
+            chunks=tuple(chunks), container=container, locator=locator,
+            recency=_recency(doc.date if by_date else None, mtime_ns))
         return _Parsed(sha, doc, update)
 
     @staticmethod
@@ -455,62 +469,105 @@ class Indexer:
     def _flush(self, coll: Collection, group: Sequence[_Parsed], report: IndexReport,
                containers: Sequence[ContainerRecord] = (),
                copies: Sequence[tuple[str, str, str]] = ()) -> None:
+        """Commit a group of read sources: keyword-searchable at once; chunks whose text has
+        no cached vector go to the embedding backlog (decision 0020)."""
         fp = self.embedder.fingerprint
         updates = [p.update for p in group if p.update is not None]
-        texts: dict[str, str] = {}
-        for up in updates:
-            for ch in up.chunks:
-                texts.setdefault(text_hash(ch.embed_text), ch.embed_text)
-        cached = self.catalog.cached_vectors(fp, list(texts))
-        missing = sorted((h for h in texts if h not in cached), key=lambda h: len(texts[h]))
-        for start in range(0, len(missing), EMBED_SLICE):
-            if self.should_stop():
-                return  # the cached slices are kept; the sources are committed next time
-            part = missing[start:start + EMBED_SLICE]
-            t0 = time.perf_counter()
-            mat = self.embedder.embed([texts[h] for h in part])
-            report.add_stage("embed", time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            self.catalog.store_vectors(fp, dict(zip(part, mat, strict=True)))
-            report.add_stage("commit", time.perf_counter() - t0)
-            report.embedded += len(part)
-            self.on_progress(Progress(coll.name, "index", report.processed - len(group),
-                                      report.planned, report.embedded))
+        hashes = {text_hash(ch.embed_text) for up in updates for ch in up.chunks}
+        cached = self.catalog.cached_vectors(fp, sorted(hashes))
         t0 = time.perf_counter()
-        written, deleted = self.catalog.commit_sources(coll.id, updates, fp, {}, containers,
-                                                       copies)
+        written, deleted = self.catalog.commit_sources(
+            coll.id, updates, fp, {}, containers, copies,
+            unembedded=frozenset(hashes - cached.keys()), urgency=self.urgency)
         report.add_stage("commit", time.perf_counter() - t0)
         report.chunks_written += written
         report.chunks_deleted += deleted
         report.indexed += len(updates)
         self.catch_up(report)
+        if len(hashes) > len(cached):
+            self.refresh_backlog()
+            self.on_backlog()
+
+    # -- the embedding backlog ----------------------------------------------------------------
+    def refresh_backlog(self) -> Counts:
+        self.backlog = self.catalog.backlog_counts()
+        return self.backlog
+
+    def embed_some(self, limit: int = EMBED_SLICE) -> int:
+        """Embed the next ``limit`` backlog chunks (cache first), store their vectors and
+        project them to the vector index. Returns how many chunks left the backlog."""
+        todo = self.catalog.backlog_take(limit, self._turn)
+        if not todo:
+            return 0
+        self._turn = todo[0].collection_id
+        fp = self.embedder.fingerprint
+        texts = {text_hash(p.embed_text): p.embed_text for p in todo}
+        vectors = self.catalog.cached_vectors(fp, sorted(texts))
+        missing = sorted((h for h in texts if h not in vectors), key=lambda h: len(texts[h]))
+        if missing:
+            mat = self.embedder.embed([texts[h] for h in missing])
+            fresh = dict(zip(missing, mat, strict=True))
+        else:
+            fresh = {}
+        self.catalog.vectors_arrived(fp, fresh, [p.chunk_id for p in todo])
+        self.catch_up(vectors_only=True)
+        self.refresh_backlog()
+        return len(todo)
+
+    def embed_backlog(self, coll: Collection, report: IndexReport) -> None:
+        """Embed the whole backlog now (no embedding thread), with progress events."""
+        total = self.refresh_backlog().chunks
+        done = 0
+        while total and not self.should_stop():
+            t0 = time.perf_counter()
+            n = self.embed_some()
+            if not n:
+                break
+            report.add_stage("embed", time.perf_counter() - t0)
+            done += n
+            report.embedded += n
+            self.on_progress(Progress(coll.name, "embed", done, total, report.embedded))
+        if self.should_stop():
+            raise Interrupted(f"embedding {coll.name} was interrupted")
 
     # -- projections --------------------------------------------------------------------------
-    def catch_up(self, report: IndexReport | None = None) -> None:
-        """Apply journal ops to every index past its mark (idempotent: safe to replay)."""
-        for store in self.stores:
-            t0 = time.perf_counter()
-            mark = store.mark
-            while True:
-                new_mark, ids = self.catalog.ops_after(mark)
-                if not ids:
-                    break
-                rows = self.catalog.chunks_by_id(ids)
-                present = [rows[i] for i in ids if i in rows]
-                absent = [i for i in ids if i not in rows]
-                vectors = (self.catalog.vectors_for(self.embedder.fingerprint, present)
-                           if store.needs_vectors else {})
-                store.apply(present, absent, new_mark, vectors)
-                mark = new_mark
-            if report is not None:
-                report.add_stage(f"write_{store.name}", time.perf_counter() - t0)
+    def catch_up(self, report: IndexReport | None = None, *,
+                 vectors_only: bool = False) -> None:
+        """Apply journal ops to every index past its mark (idempotent: safe to replay). A
+        chunk still in the embedding backlog is not in the vector index yet."""
+        with self.lock:
+            for store in self.stores:
+                if vectors_only and not store.needs_vectors:
+                    continue
+                t0 = time.perf_counter()
+                self._replay(store)
+                if report is not None:
+                    report.add_stage(f"write_{store.name}", time.perf_counter() - t0)
+
+    def _replay(self, store: IndexStore) -> None:
+        mark = store.mark
+        while True:
+            new_mark, ids = self.catalog.ops_after(mark, vector_ops=store.needs_vectors)
+            if new_mark == mark:
+                return
+            rows = self.catalog.chunks_by_id(ids)
+            present = [rows[i] for i in ids if i in rows]
+            absent = [i for i in ids if i not in rows]
+            vectors: dict[int, np.ndarray] = {}
+            if store.needs_vectors:
+                vectors = self.catalog.vectors_for(self.embedder.fingerprint, present)
+                absent += [r.id for r in present if r.id not in vectors]
+                present = [r for r in present if r.id in vectors]
+            store.apply(present, absent, new_mark, vectors)
+            mark = new_mark
 
     def save(self) -> None:
         """Persist every index, then forget the ops all of them have on disk."""
-        for store in self.stores:
-            store.save()
-        if self.stores:
-            self.catalog.prune_ops(min(s.persisted_mark for s in self.stores))
+        with self.lock:
+            for store in self.stores:
+                store.save()
+            if self.stores:
+                self.catalog.prune_ops(min(s.persisted_mark for s in self.stores))
 
     def rebuild(self, names: Sequence[str]) -> dict[str, int]:
         """Rebuild the named indexes from the catalog alone: nothing is embedded again."""
@@ -523,8 +580,10 @@ class Indexer:
                 store.reset(self.embedder.fingerprint)
                 n = 0
                 for rows in self.catalog.iter_chunks():
-                    vectors = (self.catalog.vectors_for(self.embedder.fingerprint, rows)
-                               if store.needs_vectors else {})
+                    vectors: dict[int, np.ndarray] = {}
+                    if store.needs_vectors:  # a chunk in the backlog has no vector yet
+                        vectors = self.catalog.vectors_for(self.embedder.fingerprint, rows)
+                        rows = [r for r in rows if r.id in vectors]
                     store.apply(rows, [], 0, vectors)
                     n += len(rows)
                 store.apply([], [], last, {})
@@ -533,6 +592,17 @@ class Indexer:
             self.catch_up()
             self.save()
         return counts
+
+
+def _recency(iso: str | None, mtime_ns: int) -> int:
+    """Seconds since the epoch of a document's own date (mail: when it was sent) or else of
+    its file: the backlog embeds larger values first."""
+    if iso:
+        try:
+            return int(dt.datetime.fromisoformat(iso[:10]).replace(tzinfo=dt.UTC).timestamp())
+        except ValueError:
+            pass
+    return mtime_ns // 1_000_000_000
 
 
 def _mtime_date(mtime_ns: int) -> int | None:

@@ -298,13 +298,18 @@ class App:
         return self.indexer.rebuild(which)
 
     def consistency(self) -> dict[str, Any]:
-        """Do the catalog, FAISS and the keyword index hold exactly the same chunk ids?"""
-        cat = self.catalog.all_chunk_ids()
-        fai = self.faiss.ids()
-        who = self.whoosh.ids()
+        """Do the catalog, FAISS and the keyword index hold exactly the same chunk ids? (FAISS
+        holds every chunk but those still waiting in the embedding backlog.)"""
+        with self.indexer.lock:  # not between a commit and its projection
+            cat = self.catalog.all_chunk_ids()
+            waiting = self.catalog.backlog_ids()
+            fai = self.faiss.ids()
+            who = self.whoosh.ids()
+        embedded = cat - waiting
         return {
             "catalog": len(cat), "faiss": len(fai), "keyword": len(who),
-            "missing_in_faiss": len(cat - fai), "orphans_in_faiss": len(fai - cat),
+            "unembedded": len(waiting),
+            "missing_in_faiss": len(embedded - fai), "orphans_in_faiss": len(fai - embedded),
             "missing_in_keyword": len(cat - who), "orphans_in_keyword": len(who - cat),
-            "ok": cat == fai == who,
+            "ok": embedded == fai and cat == who and waiting <= cat,
         }

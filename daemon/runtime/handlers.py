@@ -95,6 +95,8 @@ async def index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
     if not params.get("wait", True):
         return {"collection": name, "queued": True, "remaining": d.queue.remaining()}
     reports = await asyncio.to_thread(job.wait, INDEX_WAIT_S)
+    # Committed means keyword-searchable; the answer waits for the vectors too.
+    await asyncio.to_thread(d.wait_embedded, [name] if name else None, INDEX_WAIT_S)
     return index_summary(reports, name)
 
 

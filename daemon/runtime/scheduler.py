@@ -1,8 +1,13 @@
 """The single writer's queue: priorities, coalescing, pause, and what `remaining` counts.
 
-Explicit requests (rag_index, "Reindex now") run before watch hints, which run before sweeps.
-Jobs for the same collection coalesce: a burst of 1,000 hints becomes one job, and a job for
-the whole collection absorbs any path hints for it.
+Small work before bulk work (decision 0020): a job naming a few paths (a saved note, an
+explicit request for some files) runs before any job over a whole collection, and a running
+bulk job yields to one at its next group boundary, then resumes where it was (the catalog
+commits per group). Among jobs of one size, explicit requests (rag_index, "Reindex now") run
+before watch hints, which run before sweeps. A bulk job that has run for ``TURN_S`` yields to a
+bulk job of another collection at the same priority, so no collection starves another. Jobs
+for the same collection coalesce: a burst of 1,000 hints becomes one job, and a job for the
+whole collection absorbs any path hints for it.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from typing import Any
 
 EXPLICIT, HINT, SWEEP = 0, 1, 2
 PRIORITY_NAMES = {EXPLICIT: "explicit", HINT: "hint", SWEEP: "sweep"}
+SMALL_JOB = 64  # paths: a job naming at most this many is small, user-facing work
+TURN_S = 60.0  # a bulk job's turn when another collection's bulk job waits
 
 
 @dataclass
@@ -36,6 +43,14 @@ class Job:
     @property
     def size(self) -> int:
         return len(self.paths) if self.paths is not None else max(1, self.estimate)
+
+    @property
+    def bulk(self) -> bool:
+        """A whole collection or many paths: yields to small work (see the module doc)."""
+        return self.kind == "sync" and (self.paths is None or len(self.paths) > SMALL_JOB)
+
+    def order(self) -> tuple[bool, int, int]:
+        return (self.bulk, self.priority, self.seq)
 
     def finish(self, result: Any = None, error: BaseException | None = None) -> None:
         self.result, self.error = result, error
@@ -74,6 +89,7 @@ class JobQueue:
         self._closed = False
         self.running: Job | None = None
         self.progress_left: int | None = None  # sources left in the running job, once known
+        self._running_since = 0.0
 
     @property
     def paused(self) -> bool:
@@ -103,10 +119,11 @@ class JobQueue:
                 if left is not None and left <= 0:
                     return None
                 self._cond.wait(left)
-            job = min(self._jobs, key=lambda j: (j.priority, j.seq))
+            job = min(self._jobs, key=Job.order)
             self._jobs.remove(job)
             self.running = job
             self.progress_left = None
+            self._running_since = time.monotonic()
             return job
 
     def requeue_front(self, job: Job) -> None:
@@ -120,11 +137,14 @@ class JobQueue:
             self._cond.notify_all()
 
     def requeue(self, job: Job) -> None:
-        """Put a preempted job back at its own priority (merged into a newer one if queued)."""
+        """Put a preempted job back at its own priority (merged into a newer one if queued).
+        A bulk job whose turn is over goes behind the other bulk jobs of its priority."""
         with self._cond:
             if self.running is job:
                 self.running = None
                 self.progress_left = None
+            if self._turn_over(job):
+                job.seq = next(self._seq)
             for queued in self._jobs:
                 if queued.kind == job.kind and queued.collection == job.collection:
                     queued.absorb(job)
@@ -137,12 +157,33 @@ class JobQueue:
             self._cond.notify_all()
 
     def preempted(self) -> bool:
-        """Whether an explicit request waits behind a running job of lower priority: walks and
-        indexing look at this, so "Reindex now" or rag_index never waits behind a sweep."""
+        """Whether the running job should yield: small work waits behind a bulk job, an
+        explicit request behind a job of lower priority, or another collection's bulk job
+        behind one whose turn is over. Walks and indexing look at this between files and
+        groups, so a saved note never waits for a library."""
         with self._cond:
             running = self.running
-            return running is not None and running.priority > EXPLICIT and any(
-                j.priority == EXPLICIT for j in self._jobs)
+            if running is None:
+                return False
+            if running.bulk and any(not j.bulk for j in self._jobs):
+                return True
+            if running.priority > EXPLICIT and any(j.priority == EXPLICIT
+                                                   for j in self._jobs):
+                return True
+            return self._turn_over(running)
+
+    def _turn_over(self, job: Job) -> bool:
+        """A bulk job has had its turn and another collection's bulk job waits for one."""
+        if not job.bulk or time.monotonic() - self._running_since < TURN_S:
+            return False
+        return any(j.bulk and j.collection != job.collection and j.priority <= job.priority
+                   for j in self._jobs)
+
+    def small_waiting(self) -> bool:
+        """Whether small work is queued (the embedding thread gives the cores to it)."""
+        with self._cond:
+            return any(not j.bulk for j in self._jobs) or (
+                self.running is not None and not self.running.bulk)
 
     def task_done(self, job: Job) -> None:
         with self._cond:
@@ -180,7 +221,7 @@ class JobQueue:
 
     def snapshot(self) -> list[dict[str, Any]]:
         with self._cond:
-            jobs = sorted(self._jobs, key=lambda j: (j.priority, j.seq))
+            jobs = sorted(self._jobs, key=Job.order)
             return [{"kind": j.kind, "collection": j.collection, "size": j.size,
                      "priority": PRIORITY_NAMES.get(j.priority, str(j.priority))} for j in jobs]
 

@@ -24,12 +24,13 @@ from daemon.indexer.pipeline import IndexReport, Progress
 from daemon.ipc import discovery
 from daemon.ipc.protocol import PROTOCOL_VERSION
 from daemon.ipc.server import Connection, IpcServer
+from daemon.runtime.embedding import EmbeddingThread
 from daemon.runtime.handlers import HANDLERS
 from daemon.runtime.scheduler import EXPLICIT, HINT, SWEEP, Job, JobQueue
 from daemon.runtime.watch import Watcher
 from daemon.settings.config import Config
 from daemon.settings.paths import Paths
-from daemon.stores import index_names
+from daemon.stores import backlog, index_names
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,7 @@ class Daemon:
         self._writer = threading.Thread(target=self._writer_main, name="ragd-writer",
                                         daemon=True)
         self._watcher: Watcher | None = None
+        self._embedding: EmbeddingThread | None = None
         self._last_event = 0.0
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -173,10 +175,11 @@ class Daemon:
                     self._run_job(job)
                 if time.monotonic() - last_save > SAVE_INTERVAL_S or (
                         job is not None and self.queue.idle()):
-                    with self.app.indexer.lock:
-                        self.app.indexer.save()
+                    self.app.indexer.save()
                     last_save = time.monotonic()
         finally:
+            if self._embedding is not None:
+                self._embedding.stop()
             self.app.close()
 
     def _start_up(self) -> bool:
@@ -207,6 +210,9 @@ class Daemon:
             self._watcher = Watcher(self.watch_roots, self.config.index.exclude, self.on_hints,
                                     self.config.daemon.debounce_ms, self.mail_collections)
             self._watcher.start()
+            self._embedding = EmbeddingThread(self.app.indexer, hold=self._hold_embedding,
+                                              on_slice=self._on_embedded)
+            self._embedding.start()
             # Catch up with what changed while the daemon was off.
             self._catch_up = self.enqueue_all(SWEEP)
         except Exception as exc:
@@ -238,6 +244,17 @@ class Daemon:
     def _should_stop(self) -> bool:
         return self._stop.is_set() or self.queue.paused or self.queue.preempted()
 
+    def _hold_embedding(self) -> bool:
+        """The embedding thread waits between slices while paused, and while small work (a
+        saved note) is queued or running: the cores go to what the user is waiting for."""
+        return self._stop.is_set() or self.queue.paused or self.queue.small_waiting()
+
+    def _on_embedded(self) -> None:
+        now = time.monotonic()
+        if now - self._last_event >= 0.5:
+            self._last_event = now
+            self._emit(self.indexing_event("indexing" if self.indexing()["active"]
+                                           else "idle"))
     def _requeued(self, job: Job) -> bool:
         """Put an interrupted job back: first after a resume, or behind the request that
         preempted it. False when the daemon is stopping."""
@@ -254,6 +271,9 @@ class Daemon:
     def _run_job(self, job: Job) -> None:
         app = self.app
         self._emit({"type": "job", "state": "started", "collection": job.collection})
+        # What the user edits or asks for is embedded before bulk work (decision 0020).
+        app.indexer.urgency = (backlog.URGENT if not job.bulk or job.priority == EXPLICIT
+                               else backlog.BULK)
         try:
             if job.kind == "rebuild":
                 job.finish(app.rebuild(index_names(job.collection or "all")))
@@ -344,10 +364,40 @@ class Daemon:
             self._emit(self.indexing_event("indexing"))
 
     def indexing(self) -> dict[str, Any]:
-        """`indexing` of every search answer: remaining = sources queued or in progress."""
+        """`indexing` of every search answer: remaining = sources queued or in progress, and
+        sources read but not embedded yet (keyword-searchable; semantic search to follow)."""
         remaining = self.queue.remaining()
+        if self.app is not None:
+            remaining += self.app.indexer.backlog.sources
         active = remaining > 0 or self.queue.running is not None
         return {"active": active, "remaining": remaining if active else 0}
+
+    def backlog_status(self) -> dict[str, Any]:
+        """`status` ``embedding``: chunks and sources waiting for vectors, and chunks embedded
+        by the embedding thread since start."""
+        if self.app is None:
+            return {"chunks": 0, "sources": 0, "embedded": 0}
+        counts = self.app.indexer.backlog
+        return {"chunks": counts.chunks, "sources": counts.sources,
+                "embedded": self._embedding.embedded if self._embedding else 0}
+
+    def wait_embedded(self, names: list[str] | None, timeout: float) -> None:
+        """Return once these collections' backlog is embedded (rag_index with wait=true
+        answers when its collection is searchable in every mode), or at ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while (self.unembedded(names) and not self._stop.is_set()
+               and time.monotonic() < deadline):
+            self._stop.wait(0.1)
+
+    def unembedded(self, names: list[str] | None) -> int:
+        """Chunks of these collections (None: all) still waiting for their vectors."""
+        if self.app is None:
+            return 0
+        counts = self.app.indexer.refresh_backlog()
+        if names is None:
+            return counts.chunks
+        ids = [c.id for c in self.app.catalog.collections() if c.name in names]
+        return sum(counts.of(i)[0] for i in ids)
 
     def indexing_event(self, state: str) -> dict[str, Any]:
         p = self.progress
@@ -435,6 +485,7 @@ class Daemon:
             "watching": sorted(self._watcher.watching) if self._watcher else [],
             "fatal": self.fatal, "collections": [], "retrying": dict(self.retrying),
             "reembedding": bool(self.app is not None and self.app.reembed_needed),
+            "embedding": self.backlog_status(),
             **self.startup(),
         }
         p = self.progress
@@ -447,6 +498,7 @@ class Daemon:
                 coll = self.app.catalog.collection(c["name"])
                 st = self.app.catalog.collection_stats(coll.id)
                 c["skipped_count"], c["skips"] = st["skipped_count"], st["skips"]
+                c["unembedded_chunks"] = self.app.indexer.backlog.of(coll.id)[0]
                 c["last_report"] = self.last_reports.get(c["name"])
             out["collections"] = colls
             out["embedded_total"] = getattr(self.app.embedder, "calls", None)

@@ -65,6 +65,7 @@ class MailKind:
     """Maildir folders, mbox files (Thunderbird's too), .eml and Apple Mail .emlx files."""
 
     kind = "mail"
+    newest_by_date = True  # the backlog embeds recent mail first, by the date it was sent
 
     def __init__(self, docs: Documents | None = None, *, only: str | None = None,
                  html_to_text: Callable[[str], str] = _html_to_text) -> None:

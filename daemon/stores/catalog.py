@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from daemon.models import ChunkDraft, SourceRecord
+from daemon.stores import backlog
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,9 @@ _ADDED_COLUMNS = (
     # offset). ``path`` then holds the document's key (a Message-ID), not a file path.
     ("sources", "container", "TEXT"),
     ("sources", "locator", "TEXT NOT NULL DEFAULT ''"),
+    # 0: a chunk changed (every index replays it); backlog.VECTOR_OP: its vector arrived
+    # (only the vector index does).
+    ("ops", "kind", "INTEGER NOT NULL DEFAULT 0"),
 )
 
 
@@ -158,6 +162,7 @@ class SourceUpdate:
     chunks: tuple[ChunkDraft, ...]
     container: str | None = None  # for a document read from a container (decision 0015)
     locator: str = ""
+    recency: int = 0  # larger is newer: its chunks are embedded first (decision 0020)
 
 
 @dataclass(frozen=True)
@@ -218,6 +223,7 @@ class Catalog:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
+        self._db.executescript(backlog.SCHEMA)
         self._add_columns()
         stored = self.get_meta("schema_version")
         if stored is None or int(stored) < SCHEMA_VERSION:
@@ -472,6 +478,8 @@ class Catalog:
         vectors: dict[str, np.ndarray],
         containers: Sequence[ContainerRecord] = (),
         copies: Sequence[tuple[str, str, str]] = (),
+        unembedded: frozenset[str] = frozenset(),
+        urgency: int = backlog.BULK,
     ) -> tuple[int, int]:
         """Write new or changed sources in one transaction.
 
@@ -480,13 +488,14 @@ class Catalog:
         containers whose documents are all committed with this group or before it: they are
         recorded in the same transaction (kill -9 safety, decision 0015), as are ``copies``,
         (key, container, locator) of documents seen a second time. Returns (upserted,
-        deleted).
+        deleted). Chunks whose text hash is in ``unembedded`` go to the embedding backlog at
+        ``urgency``: they are keyword-searchable now and get their vectors later.
         """
         upserted = deleted = 0
         with self.transaction() as db:
             self._insert_vectors(db, fingerprint, vectors)
             for up in updates:
-                u, d = self._commit_one(db, collection_id, up)
+                u, d = self._commit_one(db, collection_id, up, unembedded, urgency)
                 upserted += u
                 deleted += d
             self._put_containers(db, collection_id, containers)
@@ -497,7 +506,8 @@ class Catalog:
         return upserted, deleted
 
     def _commit_one(
-        self, db: sqlite3.Connection, collection_id: int, up: SourceUpdate
+        self, db: sqlite3.Connection, collection_id: int, up: SourceUpdate,
+        unembedded: frozenset[str] = frozenset(), urgency: int = backlog.BULK,
     ) -> tuple[int, int]:
         now = time.time()
         db.execute(
@@ -531,6 +541,7 @@ class Catalog:
         ):
             old.setdefault(h, []).append(cid)
         touched: list[int] = []
+        waiting: list[tuple[int, str]] = []
         for ch in up.chunks:
             h = text_hash(ch.embed_text)
             row = (ch.ordinal, ch.text, json.dumps(list(ch.heading_path)), ch.start, ch.end,
@@ -551,6 +562,9 @@ class Catalog:
                     (*row, source_id, h),
                 )
                 touched.append(int(cur.lastrowid or 0))
+            if h in unembedded:
+                waiting.append((touched[-1], ch.embed_text))
+        backlog.add(db, collection_id, source_id, urgency, up.recency, waiting)
         gone = [cid for ids in old.values() for cid in ids]
         if gone:
             db.executemany("DELETE FROM chunks WHERE id=?", ((c,) for c in gone))
@@ -708,6 +722,35 @@ class Catalog:
         with self.transaction() as db:
             self._insert_vectors(db, fingerprint, vectors)
 
+    # -- the embedding backlog (daemon.stores.backlog) ----------------------------------------
+    def vectors_arrived(self, fingerprint: str, vectors: dict[str, np.ndarray],
+                        chunk_ids: Sequence[int]) -> None:
+        """Store the vectors of backlog chunks, take the chunks off the backlog and journal
+        them for the vector index, in one transaction."""
+        with self.transaction() as db:
+            self._insert_vectors(db, fingerprint, vectors)
+            backlog.done(db, chunk_ids)
+            # Only chunks still there: one deleted meanwhile needs no vector op.
+            db.executemany(
+                "INSERT INTO ops (chunk_id, kind) SELECT id, ? FROM chunks WHERE id=?",
+                ((backlog.VECTOR_OP, i) for i in chunk_ids))
+
+    def backlog_take(self, limit: int, after_collection: int | None) -> list[backlog.Pending]:
+        with self._lock:
+            return backlog.take(self._db, limit, after_collection)
+
+    def backlog_counts(self) -> backlog.Counts:
+        with self._lock:
+            return backlog.counts(self._db)
+
+    def backlog_ids(self) -> set[int]:
+        with self._lock:
+            return backlog.chunk_ids(self._db)
+
+    def backlog_promote(self, source_ids: Sequence[int]) -> None:
+        with self.transaction() as db:
+            backlog.promote(db, source_ids)
+
     def cached_vectors(self, fingerprint: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Vectors already computed for these texts under this fingerprint."""
         return self._vectors_where(
@@ -861,15 +904,19 @@ class Catalog:
             row = self._db.execute("SELECT MAX(seq) FROM ops").fetchone()
         return int(row[0] or 0)
 
-    def ops_after(self, mark: int, limit: int = 50_000) -> tuple[int, list[int]]:
-        """Chunk ids touched after ``mark`` (deduplicated) and the new mark."""
+    def ops_after(self, mark: int, limit: int = 50_000, *, vector_ops: bool = True
+                  ) -> tuple[int, list[int]]:
+        """Chunk ids touched after ``mark`` (deduplicated) and the new mark. Without
+        ``vector_ops``, "a vector arrived" ops advance the mark but name no chunk (the keyword
+        index has nothing to do for them)."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT seq, chunk_id FROM ops WHERE seq > ? ORDER BY seq LIMIT ?", (mark, limit)
-            ).fetchall()
+                "SELECT seq, chunk_id, kind FROM ops WHERE seq > ? ORDER BY seq LIMIT ?",
+                (mark, limit)).fetchall()
         if not rows:
             return mark, []
-        return int(rows[-1][0]), list(dict.fromkeys(r[1] for r in rows))
+        ids = (r[1] for r in rows if vector_ops or r[2] != backlog.VECTOR_OP)
+        return int(rows[-1][0]), list(dict.fromkeys(ids))
 
     def prune_ops(self, upto: int) -> None:
         """Forget ops every index has persisted."""

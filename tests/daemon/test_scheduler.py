@@ -1,6 +1,9 @@
 import threading
 
-from daemon.runtime.scheduler import EXPLICIT, HINT, SWEEP, Job, JobQueue
+import pytest
+
+from daemon.runtime import scheduler
+from daemon.runtime.scheduler import EXPLICIT, HINT, SMALL_JOB, SWEEP, Job, JobQueue
 
 
 def test_priority_order_and_fifo_within_a_priority() -> None:
@@ -9,7 +12,8 @@ def test_priority_order_and_fifo_within_a_priority() -> None:
     q.put(Job("sync", "b", HINT, paths={"x.md"}))
     q.put(Job("sync", "c", HINT, paths={"y.md"}))
     q.put(Job("sync", "d", EXPLICIT))
-    assert [q.get(0).collection for _ in range(4)] == ["d", "b", "c", "a"]  # type: ignore[union-attr]
+    # Small work (the hints) first, then bulk work by priority.
+    assert [q.get(0).collection for _ in range(4)] == ["b", "c", "d", "a"]  # type: ignore[union-attr]
     assert q.get(0) is None
 
 
@@ -71,3 +75,49 @@ def test_close_fails_waiters() -> None:
         assert "shutting down" in str(exc)
     else:
         raise AssertionError("wait() should raise")
+
+
+def test_a_bulk_job_yields_to_small_work_and_resumes_first_among_bulk() -> None:
+    q = JobQueue()
+    q.put(Job("sync", "books", EXPLICIT, estimate=500))
+    q.put(Job("sync", "mail", SWEEP, estimate=900))
+    running = q.get(0)
+    assert running is not None and running.collection == "books" and running.bulk
+    assert not q.preempted()
+    q.put(Job("sync", "obsidian", HINT, paths={"note.md"}))
+    assert q.preempted() and q.small_waiting()
+    q.requeue(running)
+    nxt = q.get(0)
+    assert nxt is not None and nxt.collection == "obsidian" and not nxt.bulk
+    assert q.small_waiting()  # running small work also holds the embedding thread
+    q.task_done(nxt)
+    assert not q.small_waiting()
+    assert q.get(0) is running  # the interrupted bulk job before the sweep
+
+
+def test_an_explicit_request_for_many_files_is_bulk() -> None:
+    many = Job("sync", "p", EXPLICIT, paths={f"{n}.md" for n in range(SMALL_JOB + 1)})
+    few = Job("sync", "p", EXPLICIT, paths={"a.md"})
+    assert many.bulk and not few.bulk and not Job("rebuild", "all", EXPLICIT).bulk
+
+
+def test_bulk_jobs_of_two_collections_take_turns(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(scheduler.time, "monotonic", lambda: clock[0])
+    q = JobQueue()
+    q.put(Job("sync", "mail", SWEEP, estimate=10_000))
+    running = q.get(0)
+    assert running is not None
+    q.put(Job("sync", "books", SWEEP, estimate=100))
+    assert not q.preempted()  # its turn is not over
+    clock[0] += scheduler.TURN_S + 1
+    assert q.preempted()
+    q.requeue(running)
+    other = q.get(0)
+    assert other is not None and other.collection == "books"
+    clock[0] += scheduler.TURN_S + 1
+    assert q.preempted()  # mail waits for its turn again
+    q.task_done(other)
+    assert q.get(0) is running
+    clock[0] += 10 * scheduler.TURN_S
+    assert not q.preempted()  # nobody else waits for a turn: it keeps going

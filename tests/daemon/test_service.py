@@ -105,7 +105,9 @@ def test_saves_deletes_and_renames_are_searchable_within_two_seconds(
     wait_for(lambda: found(daemon, "zeppelin"), 2.0, "the saved note to be searchable")
     assert time.monotonic() - t0 < 2.0
 
-    embedded = daemon.call("status")["embedded_total"]
+    # Keyword-searchable at once; its vectors follow from the embedding thread.
+    embedded = wait_for(lambda: (st := daemon.call("status"))["embedding"]["chunks"] == 0
+                        and st["embedded_total"], 10.0, "the saved note's vectors")
     moved = vault / "Archive" / "Old idea.md"
     moved.parent.mkdir()
     note.rename(moved)

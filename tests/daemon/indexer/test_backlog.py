@@ -1,0 +1,160 @@
+"""The embedding backlog (decision 0020): committed before embedded, in the right order.
+
+Pure logic over real SQLite, FAISS and Whoosh on tmp_path, with a deterministic fake embedder
+(named as such): what is tested is the order and the bookkeeping, not the vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from daemon.indexer.pipeline import Indexer
+from daemon.models import ChunkDraft
+from daemon.search.filters import Filters
+from daemon.sources.base import kind_for
+from daemon.stores import backlog
+from daemon.stores.catalog import Catalog, SourceUpdate, text_hash
+from daemon.stores.fulltext import open_keyword_store
+from daemon.stores.vectors import FaissStore
+
+
+class FakeEmbedder:
+    """Deterministic fake for unit tests only: a vector from the text's hash."""
+
+    fingerprint = "fake-embedder-1"
+    dimension = 16
+    max_tokens = 256
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return [len(t.split()) for t in texts]
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed([text])[0]
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += len(texts)
+        rows = []
+        for t in texts:
+            seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:4], "little")
+            v = np.random.default_rng(seed).standard_normal(self.dimension).astype(np.float32)
+            rows.append(v / np.linalg.norm(v))
+        return np.stack(rows)
+
+
+def _update(path: str, recency: int, texts: Sequence[str]) -> SourceUpdate:
+    chunks = tuple(ChunkDraft(n, t, f"{path} {t}", (), 0, len(t), 3)
+                   for n, t in enumerate(texts))
+    return SourceUpdate(path=path, size=1, mtime_ns=1, sha256=path, title=path,
+                        source_type="markdown", date=None, metadata={}, tags=(), warnings=(),
+                        chunks=chunks, recency=recency)
+
+
+def _commit(cat: Catalog, coll: int, updates: list[SourceUpdate], urgency: int) -> None:
+    hashes = frozenset(text_hash(c.embed_text) for u in updates for c in u.chunks)
+    cat.commit_sources(coll, updates, "fp", {}, unembedded=hashes, urgency=urgency)
+
+
+def test_backlog_order_urgent_first_then_collections_in_turn_newest_first(tmp_path: Path
+                                                                         ) -> None:
+    cat = Catalog(tmp_path / "catalog.sqlite")
+    mail = cat.ensure_collection("email", type="system", kind="mail", root="/m").id
+    books = cat.ensure_collection("calibre", type="system", kind="calibre", root="/b").id
+    notes = cat.ensure_collection("obsidian", type="system", kind="vault", root="/v").id
+    _commit(cat, mail, [_update("old", 100, ["m1", "m2"]), _update("new", 900, ["m3"])],
+            backlog.BULK)
+    _commit(cat, books, [_update("book", 500, ["b1", "b2"])], backlog.BULK)
+    _commit(cat, notes, [_update("note", 1, ["n1"])], backlog.URGENT)
+    assert cat.backlog_counts().chunks == 6 and cat.backlog_counts().sources == 4
+
+    def texts(after: int | None) -> list[str]:
+        return [p.embed_text.split(" ")[1] for p in cat.backlog_take(2, after)]
+
+    assert texts(None) == ["n1"]  # urgent before any bulk work
+    cat.vectors_arrived("fp", {}, [p.chunk_id for p in cat.backlog_take(2, None)])
+    assert texts(None) == ["m3", "m1"]  # mail (first collection), newest first
+    assert texts(mail) == ["b1", "b2"]  # then the books' turn
+    assert texts(books) == ["m3", "m1"]  # and round again
+    # A chunk deleted before it is embedded leaves the backlog with it.
+    cat.delete_sources(books, ["book"])
+    assert cat.backlog_counts().of(books) == (0, 0)
+    assert cat.backlog_counts().chunks == 3
+    cat.close()
+
+
+@pytest.fixture
+def indexer(tmp_path: Path) -> Iterator[tuple[Indexer, FakeEmbedder, Catalog]]:
+    cat = Catalog(tmp_path / "catalog.sqlite")
+    emb = FakeEmbedder()
+    faiss = FaissStore(tmp_path / "faiss", emb.fingerprint, emb.dimension)
+    keyword, _ = open_keyword_store("whoosh", tmp_path, tmp_path / "whoosh", cat)
+    ix = Indexer(cat, emb, [faiss, keyword], max_file_bytes=2**20)
+    yield ix, emb, cat
+    keyword.close()
+    cat.close()
+
+
+def _folder(root: Path, n: int) -> None:
+    root.mkdir()
+    for i in range(n):
+        (root / f"note{i:02d}.md").write_text(
+            f"# Note {i}\n\nword{i} shared text about topic {i % 3}\n", encoding="utf-8")
+        os.utime(root / f"note{i:02d}.md", ns=(i * 10**9, i * 10**9))
+
+
+def test_sync_commits_first_and_the_vectors_follow(indexer: tuple[Indexer, FakeEmbedder,
+                                                                   Catalog],
+                                                   tmp_path: Path) -> None:
+    ix, emb, cat = indexer
+    root = tmp_path / "proj"
+    _folder(root, 12)
+    coll = cat.ensure_collection("proj", type="project", kind="folder", root=str(root))
+    ix.background = True  # as in the daemon: the sync returns once committed
+    report = ix.sync(coll, kind_for("folder", []))
+    assert report.indexed == 12 and report.embedded == 0 and emb.calls == 0
+    faiss, keyword = ix.stores
+    # Keyword-searchable and filterable now; nothing in the vector index yet.
+    hits = keyword.search_any(["word7"], [], 5, Filters(collections=("proj",)))  # type: ignore[attr-defined]
+    assert len(hits) == 1 and len(faiss.ids()) == 0
+    waiting = cat.backlog_counts()
+    assert waiting.sources == 12 and waiting.chunks == len(cat.all_chunk_ids())
+    # Newest file first (its mtime is the largest).
+    first = cat.backlog_take(1, None)[0]
+    assert cat.chunks_by_id([first.chunk_id])[first.chunk_id].path == "note11.md"
+    while ix.embed_some(5):
+        pass
+    assert faiss.ids() == cat.all_chunk_ids() and cat.backlog_counts().chunks == 0
+    distinct = len({r.embed_hash for rows in cat.iter_chunks() for r in rows})
+    assert emb.calls == distinct  # each text embedded once
+    # Nothing changed: nothing read again, nothing embedded again.
+    again = ix.sync(coll, kind_for("folder", []))
+    assert again.indexed == 0 and emb.calls == distinct
+
+
+def test_without_a_thread_a_sync_embeds_its_backlog(indexer: tuple[Indexer, FakeEmbedder,
+                                                                     Catalog],
+                                                    tmp_path: Path) -> None:
+    ix, emb, cat = indexer
+    root = tmp_path / "proj"
+    _folder(root, 5)
+    coll = cat.ensure_collection("proj", type="project", kind="folder", root=str(root))
+    seen: list[str] = []
+    ix.on_progress = lambda p: seen.append(p.phase)
+    report = ix.sync(coll, kind_for("folder", []))
+    assert report.embedded == emb.calls > 0 and "embed" in seen
+    assert ix.stores[0].ids() == cat.all_chunk_ids() and cat.backlog_counts().chunks == 0
+    # A note moved into a folder keeps its chunks and vectors: nothing is embedded again.
+    (root / "sub").mkdir()
+    (root / "note01.md").rename(root / "sub" / "note01.md")
+    calls = emb.calls
+    moved = ix.sync(coll, kind_for("folder", []))
+    assert moved.moved == 1 and emb.calls == calls
+    assert ix.stores[0].ids() == cat.all_chunk_ids()

@@ -10,6 +10,12 @@ Runs a real daemon on a copy of the vault (in a temp folder) and measures:
 - the idle daemon's CPU (% of one core) and resident memory.
 Prints a table, writes bench/results/freshness.json and a PNG.
 
+With --under-load (issue 21), the same edits are timed twice in one run: with the daemon idle,
+then while it catches up with the shared mail corpus (a mail collection) and indexes the shared
+books as two project collections. It also reports, per bulk collection, when its first keyword
+hit came, when all of it was keyword-searchable and when all of it was embedded, and the
+daemon's peak memory. Writes bench/results/freshness-under-load.json.
+
 With --home, the daemon runs on an existing RAGD_HOME instead (a size home of
 bench/query_latency.py: 100k or 1M chunks), watching a copy of the vault kept in
 HOME/fresh-vault, and only the save-to-searchable latency and idle search are measured,
@@ -172,6 +178,94 @@ def at_scale(home: Path, source: Path, n: int) -> None:
     print(f"wrote {out}")
 
 
+class Load:
+    """Polls a daemon under bulk work: per collection, when its first keyword hit came, when
+    it was all read (keyword-searchable) and when it was all embedded; the peak RSS."""
+
+    def __init__(self, d: Daemon, probes: dict[str, str]) -> None:
+        self.d, self.probes, self.t0 = d, probes, time.perf_counter()
+        self.first: dict[str, float] = {}
+        self.read: dict[str, float] = {}
+        self.embedded: dict[str, float] = {}
+        self.chunks: dict[str, int] = {}
+        self.peak_rss = 0.0
+
+    def poll(self) -> bool:
+        """One look; True once every collection is embedded."""
+        now = time.perf_counter() - self.t0
+        self.peak_rss = max(self.peak_rss, proc_stat(self.d.proc.pid)[1])
+        st = self.d.client.call("status")
+        queued = {j["collection"] for j in st["queue"]} | {(st.get("current") or {})
+                                                           .get("collection")}
+        for c in st["collections"]:
+            name = c["name"]
+            if name not in self.probes:
+                continue
+            if name not in self.first and self.d.client.call("search", {
+                    "query": self.probes[name], "mode": "keyword", "collection": name,
+                    "top_k": 1})["results"]:
+                self.first[name] = now
+            if name not in self.read and c["source_count"] and name not in queued:
+                self.read[name] = now
+            if name in self.read and name not in self.embedded and not c["unembedded_chunks"]:
+                self.embedded[name] = now
+                self.chunks[name] = c["chunk_count"]
+        return set(self.embedded) >= set(self.probes)
+
+
+def under_load(source: Path, n: int) -> None:
+    """Save-to-searchable idle and under bulk load, in one run (issue 21)."""
+    mail, books = corpus("mail"), corpus("books")
+    rng = random.Random(21)
+    with tempfile.TemporaryDirectory(prefix="ragd-load-") as tmp:
+        vault, home = Path(tmp) / "vault", Path(tmp) / "home"
+        shutil.copytree(source, vault, ignore=shutil.ignore_patterns(".git"))
+        d = Daemon(vault, home)
+        try:
+            d.wait_idle()
+            idle = edits(d, vault, n, rng)
+        finally:
+            d.stop()
+        d = Daemon(vault, home, {"RAGD_EMAIL_PATHS": str(mail)})
+        load = Load(d, {"email": "thanks", "books-epub": "chapter", "books-pdf": "page"})
+        try:
+            for name, folder in (("books-epub", books / "epub"), ("books-pdf", books / "pdf")):
+                d.client.call("index", {"collection": name, "path": str(folder), "wait": False})
+            busy = []
+            while not load.poll():
+                if len(busy) < n and load.first:
+                    busy.append(edits(d, vault, 1, rng)[0])
+                time.sleep(0.2)
+            last_busy = len(busy)
+        finally:
+            d.stop()
+    rows = [["save to searchable p50 (s)", pct(idle, 50), pct(busy, 50),
+             pct(busy, 50) / pct(idle, 50)],
+            ["save to searchable p95 (s)", pct(idle, 95), pct(busy, 95),
+             pct(busy, 95) / pct(idle, 95)],
+            ["save to searchable max (s)", max(idle), max(busy), max(busy) / max(idle)]]
+    print(table(f"freshness under load: {len(idle)} edits idle, {last_busy} during bulk work",
+                rows, ["measure", "idle", "under load", "ratio"]))
+    per = [[name, load.first.get(name), load.read.get(name), load.embedded.get(name),
+            load.chunks.get(name, 0),
+            (load.embedded[name] / load.first[name]) if load.first.get(name) else None]
+           for name in load.probes]
+    print(table("bulk collections (seconds from the daemon's start)", per,
+                ["collection", "first keyword hit", "all keyword", "all embedded", "chunks",
+                 "embedded / first hit"]))
+    print(f"daemon peak RSS: {load.peak_rss:.0f} MB")
+    out = write_json("freshness-under-load", {
+        "vault": str(source), "idle_s": idle, "under_load_s": busy,
+        "save_to_searchable_s": {"idle": {"p50": pct(idle, 50), "p95": pct(idle, 95)},
+                                 "under_load": {"p50": pct(busy, 50), "p95": pct(busy, 95)}},
+        "collections": {name: {"first_keyword_hit_s": load.first.get(name),
+                               "all_keyword_s": load.read.get(name),
+                               "all_embedded_s": load.embedded.get(name),
+                               "chunks": load.chunks.get(name)} for name in load.probes},
+        "daemon_peak_rss_mb": load.peak_rss})
+    print(f"wrote {out}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--vault", type=Path, default=None)
@@ -180,8 +274,13 @@ def main() -> None:
     ap.add_argument("--idle-seconds", type=float, default=30.0)
     ap.add_argument("--home", type=Path, default=None,
                     help="measure save-to-searchable on this existing RAGD_HOME")
+    ap.add_argument("--under-load", action="store_true",
+                    help="time the edits idle, then while mail and books are indexed")
     args = ap.parse_args()
     source = args.vault or corpus("vault", "kepano-obsidian")
+    if args.under_load:
+        under_load(source, args.edits)
+        return
     if args.home:
         at_scale(args.home.expanduser().resolve(), source, args.edits)
         return

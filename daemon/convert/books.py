@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 from urllib.parse import unquote
 
+from daemon.convert.bounds import TRUNCATED, text_budget
 from daemon.convert.converters import Converted, ConvertSkip, decode, open_zip
 from daemon.convert.formats import PAGE_HEADING
 from daemon.convert.markdown import html_to_markdown, join_blocks, plain_text
@@ -96,7 +97,10 @@ def convert_epub(data: bytes) -> Converted:
     manifest = {item.get("id"): item for item in opf.iterfind(".//opf:manifest/opf:item", _NS)}
     blocks: list[str] = []
     chapters = 0
+    budget, produced = text_budget(len(data)), 0  # a spine may list one chapter 60 times
     for ref in opf.iterfind(".//opf:spine/opf:itemref", _NS):
+        if produced > budget:
+            break  # converters.bounded() cuts the text and says so
         item = manifest.get(ref.get("idref"))
         if item is None or item.get("media-type") not in _HTML_TYPES:
             continue
@@ -110,11 +114,14 @@ def convert_epub(data: bytes) -> Converted:
         markdown, _ = html_to_markdown(html)
         if markdown.strip():
             blocks.append(markdown)
+            produced += len(markdown)
             chapters += 1
     title = " ".join((opf.findtext(".//dc:title", "", _NS) or "").split())
     authors = [" ".join(a.split()) for a in
                (el.text or "" for el in opf.iterfind(".//dc:creator", _NS)) if a.strip()]
     metadata: dict[str, Any] = {"chapters": chapters}
+    if produced > budget:
+        metadata[TRUNCATED] = produced  # at least this much: the rest was not converted
     if authors:
         metadata["authors"] = authors
     # A title page first: a book of pictures (a comic) is still found by title and author.

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from daemon.convert.bounds import TRUNCATED, cut, text_budget
 from daemon.convert.markdown import html_to_markdown, md_table, plain_text
 
 # A zip-based document (DOCX, PPTX, XLSX, EPUB) may expand to at most this much, and at most
@@ -58,7 +59,16 @@ def convert(fmt: str, data: bytes, *, ocr: bool = True) -> Converted:
     out = fn(data)
     if not out.markdown.strip():
         raise ConvertSkip("no_text", f"the {fmt.upper()} holds no text")
-    return out
+    return bounded(out, len(data))
+
+
+def bounded(out: Converted, size: int) -> Converted:
+    """``out`` cut to the text a file of ``size`` bytes may produce (daemon.convert.bounds);
+    a cut document says so in its metadata (``text_truncated``: the characters produced)."""
+    markdown, was_cut = cut(out.markdown, text_budget(size))
+    if not was_cut:
+        return out
+    return Converted(out.title, markdown, {**out.metadata, TRUNCATED: len(out.markdown)})
 
 
 # -- shared checks -----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from daemon.convert.bounds import TRUNCATED
 from daemon.convert.docstore import Conversion, DocStore
 from daemon.convert.formats import (
     DOCUMENT_SUFFIXES,
@@ -46,8 +47,9 @@ def document_from(conv: Conversion, rel: str) -> Document:
     file name), its source type and metadata (pages, authors, ...)."""
     metadata: dict[str, Any] = {"folder": rel.rpartition("/")[0], "format": conv.format,
                                 "content_hash": conv.content_hash, **conv.metadata}
+    warnings = (TRUNCATED,) if TRUNCATED in conv.metadata else ()
     return Document(title=conv.title or _stem(rel), text=conv.markdown,
-                    source_type=conv.source_type, metadata=metadata)
+                    source_type=conv.source_type, metadata=metadata, warnings=warnings)
 
 
 def parse_document(docs: DocStore, root: str | os.PathLike[str], rel: str, data: bytes, *,

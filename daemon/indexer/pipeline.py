@@ -6,6 +6,7 @@ index, so an interrupted run resumes where it stopped and searches see progress 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import logging
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from daemon.convert.bounds import MAX_TEXT_CHARS, TRUNCATED, cut
 from daemon.embed.embedding import Embedder
 from daemon.errors import Interrupted
 from daemon.indexer.containers import plan_containers
@@ -49,9 +51,11 @@ from daemon.text.properties import properties_chunks
 
 log = logging.getLogger(__name__)
 
-# Chunks read ahead and embedded sorted by length (less padding per batch), then committed
-# together. Their vectors are cached slice by slice, so a crash loses at most one slice.
+# Chunks read ahead and committed together (one catalog transaction, one write to each index).
+# With an embedding thread (the daemon) a group is smaller: a bulk job yields to a saved note
+# only once its current group is written, so the group bounds that wait (decision 0020).
 WINDOW_CHUNKS = 512
+WINDOW_CHUNKS_BACKGROUND = 128
 GROUP_SOURCES = 200
 EMBED_SLICE = 64  # ~4 s of embedding on two cores
 
@@ -267,7 +271,7 @@ class Indexer:
                 if parsed is not None:
                     group.append(parsed)
                     pending += len(parsed.update.chunks) if parsed.update else 0
-                if pending >= WINDOW_CHUNKS or len(group) >= GROUP_SOURCES:
+                if pending >= self._window() or len(group) >= GROUP_SOURCES:
                     self._flush(coll, group, report, done, copies)
                     group, pending, done, copies = [], 0, [], []
                     self.on_progress(Progress(coll.name, "index", n - 1, len(todo),
@@ -377,7 +381,7 @@ class Indexer:
             if parsed is not None:
                 group.append(parsed)
                 pending_chunks += len(parsed.update.chunks) if parsed.update else 0
-            if pending_chunks >= WINDOW_CHUNKS or len(group) >= GROUP_SOURCES:
+            if pending_chunks >= self._window() or len(group) >= GROUP_SOURCES:
                 self._flush(coll, group, report)
                 group, pending_chunks = [], 0
                 self.on_progress(Progress(coll.name, "index", n, total, report.embedded))
@@ -431,6 +435,10 @@ class Indexer:
                by_date: bool = False) -> _Parsed | None:
         """Chunk a parsed document into its catalog update (None when chunking failed: the
         source is recorded as skipped)."""
+        text, was_cut = cut(doc.text, MAX_TEXT_CHARS)  # whatever produced it (decision 0020)
+        if was_cut:
+            doc = dataclasses.replace(doc, text=text,
+                                      warnings=tuple(dict.fromkeys((*doc.warnings, TRUNCATED))))
         report.warnings.extend((path, w) for w in doc.warnings)
         t0 = time.perf_counter()
         try:
@@ -487,6 +495,9 @@ class Indexer:
         if len(hashes) > len(cached):
             self.refresh_backlog()
             self.on_backlog()
+
+    def _window(self) -> int:
+        return WINDOW_CHUNKS_BACKGROUND if self.background else WINDOW_CHUNKS
 
     # -- the embedding backlog ----------------------------------------------------------------
     def refresh_backlog(self) -> Counts:

@@ -165,11 +165,9 @@ class JobQueue:
             running = self.running
             if running is None:
                 return False
-            if running.bulk and any(not j.bulk for j in self._jobs):
-                return True
-            if running.priority > EXPLICIT and any(j.priority == EXPLICIT
-                                                   for j in self._jobs):
-                return True
+            rank = (running.bulk, running.priority)
+            if any((j.bulk, j.priority) < rank for j in self._jobs):
+                return True  # it would run before the running job: let it
             return self._turn_over(running)
 
     def _turn_over(self, job: Job) -> bool:

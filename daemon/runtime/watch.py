@@ -53,7 +53,9 @@ def hints_from_changes(changes: Iterable[tuple[object, str]], roots: Mapping[str
 
 
 class Watcher:
-    """A thread running watchfiles over every collection root, restarted when roots change."""
+    """watchfiles over every collection root. A root added later (a new project) gets a watch
+    of its own beside the running ones, which never stop for it: restarting them lost the
+    events of the moment (a note saved while rag_index added a project was never seen)."""
 
     def __init__(self, roots: Callable[[], dict[str, str]], exclude: Sequence[str],
                  on_hints: Callable[[dict[str, set[str]]], None], debounce_ms: int,
@@ -64,43 +66,58 @@ class Watcher:
         self._on_hints = on_hints
         self._debounce = max(1, debounce_ms)
         self._stop = threading.Event()
-        self._restart = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ragd-watch", daemon=True)
+        self._lock = threading.Lock()
+        self._groups: dict[frozenset[str], tuple[threading.Thread, threading.Event]] = {}
         self.watching: dict[str, str] = {}
         self.ready = threading.Event()
 
     def start(self) -> None:
-        self._thread.start()
+        self.roots_changed()
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        with self._lock:
+            groups = list(self._groups.values())
+        for thread, _ in groups:
+            thread.join(timeout=5)
+
+    def current_roots(self) -> dict[str, str]:
+        return {n: str(Path(r).resolve()) for n, r in self._roots().items() if Path(r).is_dir()}
 
     def roots_changed(self) -> None:
-        self._restart.set()
+        """Watch the roots not watched yet; stop the watches whose roots are all gone."""
+        roots = self.current_roots()
+        with self._lock:
+            self.watching = roots
+            wanted = set(roots.values())
+            for paths, (_, stop) in list(self._groups.items()):
+                if not paths & wanted:
+                    stop.set()
+                    del self._groups[paths]
+            covered = set().union(*self._groups) if self._groups else set()
+            new = frozenset(wanted - covered)
+            if not new:
+                self.ready.set()
+                return
+            stop = threading.Event()
+            thread = threading.Thread(target=self._run, args=(new, stop), daemon=True,
+                                      name="ragd-watch")
+            self._groups[new] = (thread, stop)
+        thread.start()
 
-    def _run(self) -> None:
+    def _run(self, paths: frozenset[str], mine: threading.Event) -> None:
         from watchfiles import watch
 
-        stop, restart = self._stop, self._restart
+        stop = self._stop
 
         class _Either:
             def is_set(self) -> bool:
-                return stop.is_set() or restart.is_set()
+                return stop.is_set() or mine.is_set()
 
-        while not stop.is_set():
-            restart.clear()
-            roots = {n: str(Path(r).resolve()) for n, r in self._roots().items()
-                     if Path(r).is_dir()}
-            self.watching = roots
-            hidden = self._hidden_ok()
-            if not roots:
-                self.ready.set()
-                restart.wait(timeout=5)
-                continue
+        while not _Either().is_set():
             try:
                 # Signals are the daemon's to handle; watchfiles must not install its own.
-                events = watch(*sorted(set(roots.values())), stop_event=_Either(),
+                events = watch(*sorted(paths), stop_event=_Either(),
                                debounce=self._debounce, step=50, raise_interrupt=False,
                                ignore_permission_denied=True, yield_on_timeout=True,
                                rust_timeout=500, watch_filter=None)
@@ -109,7 +126,9 @@ class Watcher:
                     self.ready.set()
                     if not changes:
                         continue
-                    hints = hints_from_changes(changes, roots, self._exclude, hidden)
+                    roots = self.watching  # the longest root wins: a project in the vault
+                    hints = hints_from_changes(changes, roots, self._exclude,
+                                               self._hidden_ok())
                     if hints:
                         self._on_hints(hints)
             except Exception:  # a watcher failure must not take the daemon down

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 
@@ -120,7 +120,8 @@ def _standardise(values: Sequence[float]) -> list[float]:
 
 def zscore_fusion(legs: Mapping[str, Sequence[tuple[Hashable, float]]],
                   weights: Mapping[str, float], exact: Sequence[Hashable] = (),
-                  exact_weight: float = 1.0) -> list[NoteScore]:
+                  exact_weight: float = 1.0,
+                  blind: Mapping[str, Collection[Hashable]] | None = None) -> list[NoteScore]:
     """Fuse per-note leg scores by their standardised values (decision 0010).
 
     Each leg's scores are turned into z-scores over the notes it returned, so a leg whose best
@@ -129,7 +130,11 @@ def zscore_fusion(legs: Mapping[str, Sequence[tuple[Hashable, float]]],
     z-score. Notes of the exact leg (title or alias equal to the query, then the query as a
     phrase) go on top, in its order, scaled by ``exact_weight``. ``display`` maps each leg's scores to 0-1 (best
     note 1) and averages them by weight: 1.0 means "best in every leg that found anything".
+    ``blind`` names, per leg, notes that leg could not have found (not embedded yet: decision
+    0020): a blind leg says nothing of them, and their score is the weighted mean over the
+    legs that could see them, instead of a penalty for being missed.
     """
+    blind = blind or {}
     ran = {leg: hits for leg, hits in legs.items() if hits and weights.get(leg, 0) > 0}
     notes: dict[Hashable, None] = {n: None for hits in ran.values() for n, _ in hits}
     notes.update({n: None for n in exact})
@@ -146,7 +151,15 @@ def zscore_fusion(legs: Mapping[str, Sequence[tuple[Hashable, float]]],
             ranks[n].setdefault(leg, rank)
             display[n] += w / total * ((s - low) / (top - low) if top > low else 1.0)
         for n in notes:
+            if n not in z and n in blind.get(leg, ()):
+                continue
             score[n] += w * z.get(n, floor - MISSING_GAP)
+    found = {leg: {n for n, _ in hits} for leg, hits in ran.items()}
+    for n in notes:
+        seen = sum(weights[leg] for leg in ran
+                   if n in found[leg] or n not in blind.get(leg, ()))
+        if 0 < seen < total:
+            score[n] *= total / seen
     if exact:
         span = (max(score.values()) - min(score.values())) + 1.0
         for rank, n in enumerate(dict.fromkeys(exact), 1):

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from daemon.convert.bounds import TRUNCATED
 from daemon.convert.formats import FORMATS, Format, format_for
 from daemon.models import Document, FileState, Skip
 from daemon.sources.base import Entry
@@ -212,6 +213,8 @@ class CalibreKind:
         if not conv.markdown.strip():
             warnings.append("text_no_text")
             return None
+        if TRUNCATED in conv.metadata:
+            warnings.append(TRUNCATED)
         meta = {k: v for k, v in conv.metadata.items() if k in ("pages", "chapters")}
         return conv.markdown, conv.source_type, {**meta, "content_hash": conv.content_hash}
 

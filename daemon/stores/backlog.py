@@ -112,3 +112,14 @@ def counts(db: sqlite3.Connection) -> Counts:
 def chunk_ids(db: sqlite3.Connection) -> set[int]:
     """Every chunk still waiting for its vector (consistency checks)."""
     return {int(r[0]) for r in db.execute("SELECT chunk_id FROM unembedded")}
+
+
+def sources_waiting(db: sqlite3.Connection, source_ids: Sequence[int]) -> set[int]:
+    """Those of ``source_ids`` that have chunks in the backlog (one index probe each)."""
+    out: set[int] = set()
+    for start in range(0, len(source_ids), 900):  # under SQLite's variable limit
+        part = list(source_ids[start:start + 900])
+        rows = db.execute("SELECT DISTINCT source_id FROM unembedded WHERE source_id IN"
+                          f" ({','.join('?' * len(part))})", part).fetchall()
+        out.update(int(r[0]) for r in rows)
+    return out

@@ -743,6 +743,14 @@ class Catalog:
         with self._lock:
             return backlog.counts(self._db)
 
+    def backlog_sources(self, source_ids: Iterable[int]) -> set[int]:
+        """Those of ``source_ids`` with chunks still waiting for their vectors."""
+        ids = list(source_ids)
+        if not ids:
+            return set()
+        with self._lock:
+            return backlog.sources_waiting(self._db, ids)
+
     def backlog_ids(self) -> set[int]:
         with self._lock:
             return backlog.chunk_ids(self._db)

@@ -121,3 +121,14 @@ def test_bulk_jobs_of_two_collections_take_turns(monkeypatch: pytest.MonkeyPatch
     assert q.get(0) is running
     clock[0] += 10 * scheduler.TURN_S
     assert not q.preempted()  # nobody else waits for a turn: it keeps going
+
+
+def test_small_work_is_not_preempted_by_bulk_work_of_any_priority() -> None:
+    q = JobQueue()
+    q.put(Job("sync", "obsidian", HINT, paths={"note.md"}))
+    running = q.get(0)
+    assert running is not None
+    q.put(Job("sync", "books", EXPLICIT, estimate=500))
+    assert not q.preempted()  # the hint finishes first: no livelock
+    q.put(Job("sync", "notes", EXPLICIT, paths={"a.md"}))
+    assert q.preempted()  # an explicit request of the same size outranks a hint

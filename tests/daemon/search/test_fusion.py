@@ -105,3 +105,18 @@ def test_a_leg_that_finds_one_note_still_counts() -> None:
     assert [n.note for n in zscore_fusion(legs, weights)][0] == "pdf"
     alone = {k: v for k, v in legs.items() if k in ("semantic", "note")}
     assert [n.note for n in zscore_fusion(alone, weights)][0] == "trip"
+
+
+def test_a_leg_blind_to_a_note_does_not_count_it_as_missed() -> None:
+    # "new" is read but not embedded yet: the semantic legs could not have found it.
+    legs = {"semantic": [("a", 0.9), ("b", 0.5), ("c", 0.4)],
+            "keyword": [("new", 9.0), ("a", 1.0), ("b", 0.5)]}
+    weights = {"semantic": 0.5, "keyword": 0.5}
+    penalised = zscore_fusion(legs, weights)
+    fair = zscore_fusion(legs, weights, blind={"semantic": {"new"}})
+    rank = {f.note: n for n, f in enumerate(fair)}
+    assert rank["new"] == 0  # the keyword leg's clear best, judged by the leg that saw it
+    assert [f.note for f in penalised].index("new") > 0
+    # A note the blind leg did find is scored as usual.
+    seen = zscore_fusion(legs, weights, blind={"semantic": {"a"}})
+    assert [f.note for f in seen] == [f.note for f in penalised]

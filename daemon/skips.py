@@ -48,6 +48,9 @@ WARNING_CODES: dict[str, str] = {
     "mime_truncated": "a mail with more than 500 MIME parts: the parts after those are not read",
     "metadata_truncated": "the note has more tags, aliases, links or properties than ragd "
     "keeps: the first ones are kept",
+    "text_truncated": "the document converts to more text than a file of its size may "
+    "produce (20 characters per byte, 8 million at most): it is indexed up to the cut",
+    "body_truncated": "a mail body longer than 2 million characters: the rest is not indexed",
 }
 
 

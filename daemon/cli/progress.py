@@ -1,4 +1,9 @@
-"""The `ragd index` progress bar: it moves with every embedded batch, not only per file.
+"""The `ragd index` progress bar: it moves with every file read, then every embedded batch.
+
+Sources are committed as they are read, and their chunks embedded afterwards (decision 0022):
+the bar counts files while reading, then chunks embedded of the known backlog (``embed``
+events). Events that carry chunks embedded while files are still read (a daemon's) keep the
+estimate below.
 
 Indexer progress events carry files done of files planned and chunks embedded so far, one
 event per embedded slice. How many chunks remain is not known until the files are read, so the

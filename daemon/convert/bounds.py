@@ -1,4 +1,4 @@
-"""How much text one file may become (decision 0020).
+"""How much text one file may become (decision 0022).
 
 A conversion's output has no natural bound relative to its input: an EPUB of 1.1 MB whose
 spine lists its chapters 60 times converts to 220 million characters, and embedding that takes

@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 # Chunks read ahead and committed together (one catalog transaction, one write to each index).
 # With an embedding thread (the daemon) a group is smaller: a bulk job yields to a saved note
-# only once its current group is written, so the group bounds that wait (decision 0020).
+# only once its current group is written, so the group bounds that wait (decision 0022).
 WINDOW_CHUNKS = 512
 WINDOW_CHUNKS_BACKGROUND = 128
 GROUP_SOURCES = 200
@@ -435,7 +435,7 @@ class Indexer:
                by_date: bool = False) -> _Parsed | None:
         """Chunk a parsed document into its catalog update (None when chunking failed: the
         source is recorded as skipped)."""
-        text, was_cut = cut(doc.text, MAX_TEXT_CHARS)  # whatever produced it (decision 0020)
+        text, was_cut = cut(doc.text, MAX_TEXT_CHARS)  # whatever produced it (decision 0022)
         if was_cut:
             doc = dataclasses.replace(doc, text=text,
                                       warnings=tuple(dict.fromkeys((*doc.warnings, TRUNCATED))))
@@ -478,7 +478,7 @@ class Indexer:
                containers: Sequence[ContainerRecord] = (),
                copies: Sequence[tuple[str, str, str]] = ()) -> None:
         """Commit a group of read sources: keyword-searchable at once; chunks whose text has
-        no cached vector go to the embedding backlog (decision 0020)."""
+        no cached vector go to the embedding backlog (decision 0022)."""
         fp = self.embedder.fingerprint
         updates = [p.update for p in group if p.update is not None]
         hashes = {text_hash(ch.embed_text) for up in updates for ch in up.chunks}

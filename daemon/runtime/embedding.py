@@ -1,4 +1,4 @@
-"""The daemon's embedding thread: vectors for what the writer has committed (decision 0020).
+"""The daemon's embedding thread: vectors for what the writer has committed (decision 0022).
 
 The writer reads, chunks and commits; a committed source is keyword-searchable at once, and its
 chunks wait in the catalog's embedding backlog. This thread embeds them a small slice at a

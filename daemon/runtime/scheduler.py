@@ -1,6 +1,6 @@
 """The single writer's queue: priorities, coalescing, pause, and what `remaining` counts.
 
-Small work before bulk work (decision 0020): a job naming a few paths (a saved note, an
+Small work before bulk work (decision 0022): a job naming a few paths (a saved note, an
 explicit request for some files) runs before any job over a whole collection, and a running
 bulk job yields to one at its next group boundary, then resumes where it was (the catalog
 commits per group). Among jobs of one size, explicit requests (rag_index, "Reindex now") run

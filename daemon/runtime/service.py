@@ -271,7 +271,7 @@ class Daemon:
     def _run_job(self, job: Job) -> None:
         app = self.app
         self._emit({"type": "job", "state": "started", "collection": job.collection})
-        # What the user edits or asks for is embedded before bulk work (decision 0020).
+        # What the user edits or asks for is embedded before bulk work (decision 0022).
         app.indexer.urgency = (backlog.URGENT if not job.bulk or job.priority == EXPLICIT
                                else backlog.BULK)
         try:

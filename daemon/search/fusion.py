@@ -131,7 +131,7 @@ def zscore_fusion(legs: Mapping[str, Sequence[tuple[Hashable, float]]],
     phrase) go on top, in its order, scaled by ``exact_weight``. ``display`` maps each leg's scores to 0-1 (best
     note 1) and averages them by weight: 1.0 means "best in every leg that found anything".
     ``blind`` names, per leg, notes that leg could not have found (not embedded yet: decision
-    0020): a blind leg says nothing of them, and their score is the weighted mean over the
+    0022): a blind leg says nothing of them, and their score is the weighted mean over the
     legs that could see them, instead of a penalty for being missed.
     """
     blind = blind or {}

@@ -1,7 +1,7 @@
 """The embedding backlog: chunks committed to the catalog whose vectors are still to come.
 
 A source is committed (and so keyword-searchable, listed, filterable) as soon as it is read;
-its chunks whose text has no cached vector wait here to be embedded (decision 0020). The rows
+its chunks whose text has no cached vector wait here to be embedded (decision 0022). The rows
 are written in the same transaction as the chunks, and removed in the same transaction as
 the vectors arrive, so a kill at any instant neither loses a chunk's embedding nor does it
 twice. A chunk deleted before it is embedded leaves the backlog with it (foreign key).

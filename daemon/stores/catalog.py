@@ -162,7 +162,7 @@ class SourceUpdate:
     chunks: tuple[ChunkDraft, ...]
     container: str | None = None  # for a document read from a container (decision 0015)
     locator: str = ""
-    recency: int = 0  # larger is newer: its chunks are embedded first (decision 0020)
+    recency: int = 0  # larger is newer: its chunks are embedded first (decision 0022)
 
 
 @dataclass(frozen=True)

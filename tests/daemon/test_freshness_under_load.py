@@ -1,4 +1,4 @@
-"""A saved note stays fresh while bulk work runs (issue 21, decision 0020): a real daemon, a
+"""A saved note stays fresh while bulk work runs (issue 21, decision 0022): a real daemon, a
 generated project big enough to keep it busy for a minute, real file-system events."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How much text one file may become (decision 0020): an EPUB whose spine repeats a chapter
+"""How much text one file may become (decision 0022): an EPUB whose spine repeats a chapter
 is cut at its budget, with the warning code, in the real conversion worker."""
 
 from __future__ import annotations

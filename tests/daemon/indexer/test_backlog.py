@@ -1,4 +1,4 @@
-"""The embedding backlog (decision 0020): committed before embedded, in the right order.
+"""The embedding backlog (decision 0022): committed before embedded, in the right order.
 
 Pure logic over real SQLite, FAISS and Whoosh on tmp_path, with a deterministic fake embedder
 (named as such): what is tested is the order and the bookkeeping, not the vectors.

@@ -271,9 +271,9 @@ class Daemon:
     def _run_job(self, job: Job) -> None:
         app = self.app
         self._emit({"type": "job", "state": "started", "collection": job.collection})
-        # What the user edits or asks for is embedded before bulk work (decision 0022).
-        app.indexer.urgency = (backlog.URGENT if not job.bulk or job.priority == EXPLICIT
-                               else backlog.BULK)
+        # What the user edits or asks for is embedded before bulk work, and bulk work of
+        # every collection takes turns, explicit or not (decision 0022).
+        app.indexer.urgency = backlog.BULK if job.bulk else backlog.URGENT
         try:
             if job.kind == "rebuild":
                 job.finish(app.rebuild(index_names(job.collection or "all")))

@@ -25,6 +25,7 @@ from daemon.convert.bounds import MAX_TEXT_CHARS, TRUNCATED, cut
 from daemon.embed.embedding import Embedder
 from daemon.errors import Interrupted
 from daemon.indexer.containers import plan_containers
+from daemon.indexer.readahead import ReadAhead
 from daemon.indexer.reconcile import Plan, reconcile
 from daemon.models import Document, FileState, Skip
 from daemon.sources.base import (
@@ -115,6 +116,15 @@ class IndexReport:
             "seconds": round(self.seconds, 3),
             "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
         }
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """One file read and parsed, or what went wrong, and how long it took."""
+
+    sha256: str
+    doc: Document | Skip | Exception
+    seconds: float
 
 
 @dataclass
@@ -372,24 +382,41 @@ class Indexer:
         total = report.planned = len(todo)
         group: list[_Parsed] = []
         pending_chunks = 0
-        for n, f in enumerate(todo, 1):
-            if self.should_stop():
-                self._flush(coll, group, report)
-                raise Interrupted(f"indexing {coll.name} was interrupted")
-            parsed = self._read(coll, kind, root, f, report)
-            report.processed += 1
-            if parsed is not None:
-                group.append(parsed)
-                pending_chunks += len(parsed.update.chunks) if parsed.update else 0
-            if pending_chunks >= self._window() or len(group) >= GROUP_SOURCES:
-                self._flush(coll, group, report)
-                group, pending_chunks = [], 0
-                self.on_progress(Progress(coll.name, "index", n, total, report.embedded))
+        ahead = ReadAhead(lambda f: self._load(kind, root, f), todo, self.should_stop)
+        try:
+            for n, f in enumerate(todo, 1):
+                if self.should_stop():
+                    self._flush(coll, group, report)
+                    raise Interrupted(f"indexing {coll.name} was interrupted")
+                try:
+                    loaded = ahead.get(n - 1)
+                except Interrupted:  # a slow conversion: small work goes first
+                    self._flush(coll, group, report)
+                    raise
+                group, pending_chunks = self._take(coll, kind, root, f, loaded, report, group,
+                                                   pending_chunks, n, total)
+        finally:
+            ahead.close()
         if group:
             self._flush(coll, group, report)
         if self.should_stop():  # the last group was cut short: its sources come next time
             raise Interrupted(f"indexing {coll.name} was interrupted")
         self.on_progress(Progress(coll.name, "index", total, total, report.embedded))
+
+    def _take(self, coll: Collection, kind: SourceKind, root: Path, f: FileState,
+              loaded: _Loaded, report: IndexReport, group: list[_Parsed], pending_chunks: int,
+              n: int, total: int) -> tuple[list[_Parsed], int]:
+        """Add one read file to the group; commit the group when it is full."""
+        parsed = self._read(coll, kind, root, f, report, loaded)
+        report.processed += 1
+        if parsed is not None:
+            group.append(parsed)
+            pending_chunks += len(parsed.update.chunks) if parsed.update else 0
+        if pending_chunks >= self._window() or len(group) >= GROUP_SOURCES:
+            self._flush(coll, group, report)
+            group, pending_chunks = [], 0
+            self.on_progress(Progress(coll.name, "index", n, total, report.embedded))
+        return group, pending_chunks
 
     def _move(self, coll: Collection, kind: SourceKind, root: Path, old: str, new: FileState,
               report: IndexReport) -> None:
@@ -409,17 +436,26 @@ class Indexer:
         meta["source_uri"] = kind.uri(root, rel)
         return meta
 
-    def _read(self, coll: Collection, kind: SourceKind, root: Path, f: FileState,
-              report: IndexReport) -> _Parsed | None:
+    def _load(self, kind: SourceKind, root: Path, f: FileState) -> _Loaded:
+        """Read and parse (convert) one file: on the read-ahead thread, so it touches
+        nothing but the file and the doc store."""
         t0 = time.perf_counter()
         try:
             data = read_source_bytes(root, f.path, kind.max_bytes(f.path, self.max_file_bytes))
             sha = hashlib.sha256(data).hexdigest() if isinstance(data, bytes) else ""
-            doc = kind.parse(f.path, data) if isinstance(data, bytes) else data
+            doc: Document | Skip | Exception = (kind.parse(f.path, data)
+                                                 if isinstance(data, bytes) else data)
         except Exception as exc:  # one broken file never stops a collection
-            doc = self._unexpected(f.path, exc, report)
-            sha = ""
-        report.add_stage("read", time.perf_counter() - t0)
+            doc, sha = exc, ""
+        return _Loaded(sha, doc, time.perf_counter() - t0)
+
+    def _read(self, coll: Collection, kind: SourceKind, root: Path, f: FileState,
+              report: IndexReport, loaded: _Loaded | None = None) -> _Parsed | None:
+        loaded = loaded or self._load(kind, root, f)
+        sha, doc = loaded.sha256, loaded.doc
+        if isinstance(doc, Exception):
+            doc = self._unexpected(f.path, doc, report)
+        report.add_stage("read", loaded.seconds)
         if isinstance(doc, Skip):
             self.catalog.record_skip(coll.id, f.path, code=doc.code, detail=doc.detail,
                                      size=f.size, mtime_ns=f.mtime_ns, sha256=sha)
@@ -470,7 +506,8 @@ class Indexer:
     @staticmethod
     def _unexpected(path: str, exc: Exception, report: IndexReport) -> Skip:
         ref = uuid.uuid4().hex[:8]
-        log.error("unexpected error indexing %s [%s]\n%s", path, ref, traceback.format_exc())
+        log.error("unexpected error indexing %s [%s]\n%s", path, ref,
+                  "".join(traceback.format_exception(exc)))
         report.errors.append((path, f"{type(exc).__name__}: {exc} [{ref}]"))
         return Skip("parse_error", f"{type(exc).__name__}: {exc} (log ref {ref})")
 

@@ -1,14 +1,25 @@
-"""PDF (text by page, with pypdfium2) and EPUB (chapters in spine order, standard library).
+"""PDF (text by page, with pypdfium2), EPUB (chapters in spine order, standard library) and
+Kindle books (MOBI, AZW, AZW3: EPUB through Calibre's ebook-convert, when it is installed).
 
 Worker-process only: pypdfium2 is a native library, so a PDF that crashes it costs the worker,
-never the daemon (decision 0013).
+never the daemon (decision 0013); ebook-convert runs as the worker's child, within its limits.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import posixpath
 import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -16,6 +27,8 @@ from daemon.convert.bounds import TRUNCATED, text_budget
 from daemon.convert.converters import Converted, ConvertSkip, decode, open_zip
 from daemon.convert.formats import PAGE_HEADING
 from daemon.convert.markdown import html_to_markdown, join_blocks, plain_text
+
+log = logging.getLogger(__name__)
 
 _PDF_PASSWORD = 4  # FPDF_ERR_PASSWORD
 _BLANK_RUNS = re.compile(r"\n{3,}")
@@ -143,3 +156,89 @@ def _encrypted(zf: Any) -> set[str]:
         if ref is not None and algorithm not in _FONT_OBFUSCATION:
             out.add(posixpath.normpath(unquote(ref.get("URI", ""))))
     return out
+
+
+# -- MOBI, AZW, AZW3 ---------------------------------------------------------------------------
+# The default conversion time limit (documents.timeout_s). The daemon kills the worker at the
+# configured limit, and on Linux ebook-convert dies with it; this bounds it elsewhere too.
+EBOOK_CONVERT_TIMEOUT_S = 120.0
+EBOOK_CONVERT_HINT = ("reading MOBI, AZW and AZW3 books needs Calibre's ebook-convert, which "
+                      "is not installed (e.g. apt install calibre, or calibre-ebook.com; on "
+                      "macOS put calibre.app/Contents/MacOS on the PATH)")
+_PDB_TYPES = (b"BOOKMOBI", b"TEXtREAd")  # a Mobipocket book, a plain PalmDOC one
+_PR_SET_PDEATHSIG = 1
+
+
+def ebook_convert() -> str | None:
+    return shutil.which("ebook-convert")
+
+
+def mobi_encryption(data: bytes) -> int:
+    """The book's DRM scheme from its first record's PalmDOC header (0: none). Raises
+    ConvertSkip when the bytes are no Mobipocket book at all."""
+    if len(data) < 86 or data[60:68] not in _PDB_TYPES:
+        raise ConvertSkip("parse_error", "not a MOBI/AZW book (no Mobipocket header)")
+    first = struct.unpack(">I", data[78:82])[0]  # the offset of record 0
+    if first + 14 > len(data):
+        raise ConvertSkip("parse_error", "damaged or truncated MOBI: no first record")
+    return int(struct.unpack(">H", data[first + 12:first + 14])[0])
+
+
+def convert_mobi(data: bytes) -> Converted:
+    """A Kindle book turned into EPUB by Calibre's ebook-convert, then read as an EPUB.
+    Bytes that are no book, or a DRM-protected one, are skipped as such even without
+    ebook-convert: installing it would not help them."""
+    if mobi_encryption(data):
+        raise ConvertSkip("encrypted", "the book is DRM-protected (Kindle encryption)")
+    exe = ebook_convert()
+    if exe is None:
+        raise ConvertSkip("ebook_convert_missing", EBOOK_CONVERT_HINT)
+    with tempfile.TemporaryDirectory(prefix="ragd-mobi-") as tmp:
+        # ebook-convert picks its reader by suffix; its MOBI reader reads AZW and AZW3 too.
+        src, out = Path(tmp) / "book.mobi", Path(tmp) / "book.epub"
+        src.write_bytes(data)
+        returncode, err = _run_ebook_convert([exe, str(src), str(out)])
+        if returncode != 0 or not out.is_file():
+            if "DRM" in err:
+                raise ConvertSkip("encrypted", "the book is DRM-protected")
+            last = err.strip().splitlines()[-1:] or [f"exit status {returncode}"]
+            raise ConvertSkip("parse_error", f"ebook-convert could not read the book: "
+                              f"{last[0][:200]}")
+        epub = out.read_bytes()
+    book = convert_epub(epub)
+    return Converted(book.title, book.markdown, {**book.metadata, "converter": "ebook-convert"})
+
+
+def _run_ebook_convert(cmd: list[str]) -> tuple[int, str]:
+    """Run ebook-convert in a process group of its own, killed whole past the time limit;
+    (exit status, stderr). Its output goes to stderr: the worker's stdout is the protocol."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=_die_with_parent())
+    try:
+        _, err = proc.communicate(timeout=EBOOK_CONVERT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise ConvertSkip("convert_timeout", "ebook-convert took longer than "
+                          f"{EBOOK_CONVERT_TIMEOUT_S:g} s and was stopped") from None
+    return proc.returncode, err.decode("utf-8", "replace")
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """On Linux, a child that the kernel kills when the worker dies: the daemon kills a worker
+    past the conversion time limit, and its ebook-convert must not run on without it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        log.debug("prctl unavailable: ebook-convert is bounded by its own time limit only")
+        return None
+
+    def set_death_signal() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+
+    return set_death_signal

@@ -192,6 +192,7 @@ def _lazy(module: str, name: str, what: str) -> Callable[[bytes], Converted]:
 _CONVERTERS: dict[str, Callable[[bytes], Converted]] = {
     "pdf": _lazy("daemon.convert.books", "convert_pdf", "PDF"),
     "epub": _lazy("daemon.convert.books", "convert_epub", "EPUB"),
+    "mobi": _lazy("daemon.convert.books", "convert_mobi", "MOBI"),
     "docx": _lazy("daemon.convert.office", "convert_docx", "DOCX"),
     "pptx": _lazy("daemon.convert.office", "convert_pptx", "PPTX"),
     "xlsx": _lazy("daemon.convert.office", "convert_xlsx", "XLSX"),

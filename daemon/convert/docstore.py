@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 # Failures that depend on the moment (a busy machine, a missing tool), not on the bytes:
 # never cached, so the next sweep tries again.
 _TRANSIENT = frozenset({"convert_timeout", "convert_crashed", "convert_memory",
-                        "ocr_unavailable"})
+                        "ocr_unavailable", "ebook_convert_missing"})
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (

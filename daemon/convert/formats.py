@@ -34,6 +34,9 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("xlsx", "xlsx", "1"),
     Format("html", "html", "2"),
     Format("epub", "epub", "2"),
+    # Kindle books: EPUB through Calibre's ebook-convert, when it is installed, then read as
+    # an EPUB (books.convert_mobi). Bump it with epub's.
+    Format("mobi", "mobi", "1"),
     Format("latex", "latex", "2"),
     Format("csv", "csv", "1"),
     Format("image", "image", "1"),
@@ -43,7 +46,8 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
 
 SUFFIXES: dict[str, str] = {
     ".pdf": "pdf", ".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx", ".xlsm": "xlsx",
-    ".html": "html", ".htm": "html", ".xhtml": "html", ".epub": "epub", ".tex": "latex",
+    ".html": "html", ".htm": "html", ".xhtml": "html", ".epub": "epub", ".mobi": "mobi",
+    ".azw": "mobi", ".azw3": "mobi", ".tex": "latex",
     ".latex": "latex", ".csv": "csv", ".md": "markdown", ".markdown": "markdown",
     ".txt": "txt", ".text": "txt", ".png": "image", ".jpg": "image", ".jpeg": "image",
     ".tif": "image", ".tiff": "image", ".bmp": "image", ".gif": "image", ".webp": "image",

@@ -121,10 +121,10 @@ class CalibreKind:
         return next((f for f in CONVERTIBLE if f in readable), None)
 
     def _readable(self, fmt: str) -> bool:
+        if fmt in CONVERTIBLE:  # MOBI and AZW3 too, although the doc store knows them
+            return bool(self.ebook_convert)
         known = format_for("x." + fmt.lower())
-        if known is not None:
-            return known.name != "image"
-        return bool(self.ebook_convert) and fmt in CONVERTIBLE
+        return known is not None and known.name != "image"
 
     def entries(self, root: Path, rel: str, start: int) -> Iterator[Entry]:
         found = self._books.get(rel)
@@ -197,7 +197,7 @@ class CalibreKind:
             warnings.append("text_" + data.code)
             return None
         target: Format | None = format_for(rel)
-        if target is None:
+        if target is None or fmt in CONVERTIBLE:  # EPUB, cached here, read by chapters
             converted = self._ebook_convert(data, fmt, warnings)
             if converted is None:
                 return None

@@ -23,6 +23,7 @@ from daemon.search.filters import Filters
 from daemon.stores import IndexStore, read_json, write_json_atomic
 from daemon.stores.catalog import Catalog, ChunkRow
 from daemon.stores.whoosh_postings import Postings, PostingsCache
+from daemon.text import cjk
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,8 @@ log = logging.getLogger(__name__)
 # 3: ``text`` keeps frequencies only, for scoring; ``phrase`` holds the positions
 #    (decision 0019).
 # 4: segments are written as separate files, not one compound file (decision 0019).
-SCHEMA_VERSION = "4"
+# 5: CJK runs as character bigrams (+ unigrams), daemon/text/cjk.py (decision 0021).
+SCHEMA_VERSION = "5"
 # The keyword index's name in `ragd index --rebuild keyword`, status and consistency
 # checks, whichever backend serves it.
 KEYWORD_ROLE = "keyword"
@@ -56,7 +58,8 @@ class KeywordStore(IndexStore, Protocol):
 
     def search_any(self, terms: Sequence[str], phrases: Sequence[Sequence[str]], k: int,
                    filters: Filters) -> list[tuple[int, float]]:
-        """Chunks holding any of ``terms`` (each phrase counts double), best first."""
+        """Chunks holding any of ``terms`` (each phrase counts double, and so does each CJK
+        word of ``terms``: ``cjk.words``), best first."""
         ...
 
     def search_phrase(self, words: Sequence[str], k: int, filters: Filters
@@ -250,11 +253,17 @@ class WhooshStore:
     def _document(self, row: ChunkRow) -> dict[str, Any]:
         """The chunk's fields, its text analysed once for both ``text`` and ``phrase``:
         Whoosh takes a list of words as already analysed (analysis is most of the cost of
-        indexing). The stop filter renumbers positions, so a list's positions are the same."""
+        indexing). The stop filter renumbers positions, so a list's positions are the same.
+        The unigrams of CJK runs are scored terms only: no phrase is made of them."""
         doc = document_fields(row)
-        words = [t.text for t in self.analyse_text(doc["text"])]
-        doc["text"] = doc["phrase"] = words
+        words, unigrams = cjk.terms(doc["text"], self._words, unigrams=cjk.INDEX_UNIGRAMS)
+        doc["text"] = words + unigrams if unigrams else words
+        doc["phrase"] = words
         return doc
+
+    def _words(self, text: str) -> list[str]:
+        """Whoosh's own analysis (words, stop words, porter2), for text outside CJK runs."""
+        return [t.text for t in self.analyse_text(text)]
 
     def _reopen(self) -> None:
         """A new searcher for the new commit, opened before searches switch to it.
@@ -295,7 +304,7 @@ class WhooshStore:
         return mask
 
     def analyse(self, text: str) -> list[str]:
-        return list(dict.fromkeys(t.text for t in self.analyse_text(text)))
+        return list(dict.fromkeys(cjk.terms(text, self._words)[0]))
 
     def search(self, query: Any, k: int, filter_query: Any = None) -> list[tuple[int, float]]:
         """A Whoosh query, with an optional Whoosh filter query."""
@@ -331,9 +340,11 @@ class WhooshStore:
     def search_any(self, terms: Sequence[str], phrases: Sequence[Sequence[str]], k: int,
                    filters: Filters) -> list[tuple[int, float]]:
         """BM25 over an OR of ``terms``, scored with NumPy (whoosh_postings.py); a quoted
-        phrase adds its own score, doubled, where it occurs."""
+        phrase, and a CJK word of three characters or more, adds its own score, doubled,
+        where it occurs."""
         if not terms or k <= 0:
             return []
+        phrases = cjk.with_words(phrases, terms)
         with self._search_lock:
             searcher, postings = self._current()
             allowed = self._allowed(searcher, postings, filters)

@@ -29,10 +29,13 @@ from daemon.stores.fulltext import (
     people,
     tag_ancestors,
 )
+from daemon.text import cjk
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "2"  # 2: a numeric collection key for checking filters on hits
+# 2: a numeric collection key for checking filters on hits
+# 3: CJK runs as character bigrams (+ unigrams), daemon/text/cjk.py (decision 0021)
+SCHEMA_VERSION = "3"
 ANALYZER = "ragd_en"
 WRITER_HEAP = 64_000_000  # bytes: tantivy flushes a segment when its buffer fills
 # Unfiltered hits checked against a collection or date filter before the filter is run as a
@@ -80,7 +83,9 @@ def _document(row: ChunkRow) -> Any:
 
     doc = tantivy.Document()
     doc.add_integer("chunk_id", row.id)
-    doc.add_text("text", combined_text(row))
+    # CJK runs become bigrams between spaces before tantivy's analyser sees the text; any
+    # other text reaches it unchanged.
+    doc.add_text("text", cjk.rewrite(combined_text(row), unigrams=cjk.INDEX_UNIGRAMS))
     doc.add_text("collection", row.collection)
     doc.add_integer("collection_key", collection_key(row.collection))
     doc.add_text("source_type", row.source_type)
@@ -164,7 +169,9 @@ class TantivyStore:
 
     def analyse(self, text: str) -> list[str]:
         # Whoosh drops one-letter words too; tantivy indexes them, but they are never asked.
-        return list(dict.fromkeys(t for t in self._analyzer.analyze(text) if len(t) > 1))
+        # A one-character CJK run is a word, and is asked.
+        terms = self._analyzer.analyze(cjk.rewrite(text))
+        return list(dict.fromkeys(t for t in terms if len(t) > 1 or cjk.is_cjk(t)))
 
     def _filter(self, filters: Filters) -> Any:
         """The filters as one query, or None."""
@@ -249,9 +256,10 @@ class TantivyStore:
         if not terms:
             return []
         parts = [(tantivy.Occur.Should, Q.term_query(schema, "text", t)) for t in terms]
+        # Quoted phrases, and the CJK words of the query (as in WhooshStore), count double.
         parts += [(tantivy.Occur.Should, Q.boost_query(Q.phrase_query(schema, "text", list(p)),
                                                         2.0))
-                  for p in phrases if len(p) > 1]
+                  for p in cjk.with_words(phrases, terms) if len(p) > 1]
         return self._search(Q.boolean_query(parts), k, filters)
 
     def search_phrase(self, words: Sequence[str], k: int, filters: Filters

@@ -176,7 +176,8 @@ def test_an_image_without_tesseract_is_a_clear_skip(monkeypatch: pytest.MonkeyPa
 
 def test_formats_and_helpers() -> None:
     assert format_for("Report.PDF") is FORMATS["pdf"]
-    assert format_for("x.mobi") is None
+    assert format_for("x.mobi") is format_for("B.AZW3") is format_for("c.azw") is FORMATS["mobi"]
+    assert format_for("x.kfx") is None
     assert md_table([["a|b", "c\nd"], ["1"]]) == "| a\\|b | c d |\n| --- | --- |\n| 1 |  |"
     assert plain_text("# not a heading\n```\n---") == "\\# not a heading\n\\```\n\\---"
     markdown, title = html_to_markdown("<p>#hashtag start</p><h3>Real</h3>")

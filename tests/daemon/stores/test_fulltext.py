@@ -79,6 +79,40 @@ def test_phrases(make: Callable[[], KeywordStore]) -> None:
     assert [i for i, _ in quoted][0] == 1  # the phrase counts double
 
 
+def test_chinese_and_japanese_words_are_found(make: Callable[[], KeywordStore]) -> None:
+    s = make()
+    s.apply([row(1, "ガリ版の印刷は宮沢賢治の時代に広まった。"), row(2, "活版印刷所で働くジョバンニ"),
+             row(3, "東京の印刷会社 printing company"), row(4, "版画と印象派"),
+             row(5, "herons wade"), row(6, "他们支持中文输入法"), row(7, "東京から京都へ"),
+             row(8, "東京都庁の展望台"), row(9, "한국어 사전을 찾다")], [], 9, {})
+    assert s.analyse("ガリ版") == ["ガリ", "リ版"]
+    assert set(ids(s, "印刷")) == {1, 2, 3}  # a word inside longer runs of text
+    assert ids(s, "宮沢賢治") == [1] and ids(s, "中文") == [6] and ids(s, "印象") == [4]
+    assert set(ids(s, "版")) == {1, 2, 4}  # one character: found inside runs too
+    assert ids(s, "printing 印刷")[0] == 3 and ids(s, "heron") == [5]
+    # A query of several characters is a phrase of bigrams, in the phrase leg...
+    assert [i for i, _ in s.search_phrase(s.analyse("ガリ版の印刷"), 10, Filters())] == [1]
+    assert s.search_phrase(s.analyse("ガリ版印刷"), 10, Filters()) == []
+    assert [i for i, _ in s.search_phrase(s.analyse("東京都"), 10, Filters())] == [8]
+    assert [i for i, _ in s.search_phrase(s.analyse("한국어 사전"), 10, Filters())] == [9]
+    # ... and in the keyword leg: the word itself ranks above its bigrams apart.
+    assert ids(s, "東京都")[0] == 8 and set(ids(s, "東京都")) == {3, 7, 8}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_index_analysed_before_cjk_bigrams_is_rebuilt(backend: str, tmp_path: Path) -> None:
+    store = open_store(backend, tmp_path)
+    store.reset("fp")
+    store.apply([row(1, "ガリ版の話")], [], 1, {})
+    store.close()
+    previous = {"whoosh": "4", "tantivy": "2"}[backend]  # the schemas before decision 0021
+    state = tmp_path / "ragd-state.json"
+    state.write_text(json.dumps({"mark": 1, "schema": previous}), encoding="utf-8")
+    older = open_store(backend, tmp_path)
+    assert older.stale and older.ids() == set() and older.mark == 0
+    older.close()
+
+
 def test_delete_and_update_show_at_once(make: Callable[[], KeywordStore]) -> None:
     s = make()
     s.apply([row(1, "heron pond"), row(2, "heron lake")], [], 2, {})

@@ -475,12 +475,14 @@ def _tantivy_store(app: Any) -> Any:
 def semantic_recall(app: Any, queries: list[str], k: int) -> dict[str, Any]:
     """Recall@k of the semantic leg as served (IVF-SQ8 past its threshold, its hits reranked
     exactly) and of the vector index alone, against exact search over the catalog's float32
-    vectors, scanned in batches of 2,000 chunks."""
+    vectors, scanned in batches of 2,000 chunks; and recall@10 of the leg asked for 10
+    (issue 22's goal: 0.99)."""
     import numpy as np
 
     faiss_store = app.faiss
     if faiss_store.kind == "flat":
-        return {"index": "flat", "recall": 1.0, "k": k, "queries": len(queries)}
+        return {"index": "flat", "recall": 1.0, "recall@10": 1.0, "k": k,
+                "queries": len(queries)}
     vecs = np.stack([app.embedder.embed_query(q) for q in queries]).astype(np.float32)
     best = np.full((len(queries), k), -np.inf, dtype=np.float32)
     best_ids = np.full((len(queries), k), -1, dtype=np.int64)
@@ -496,16 +498,20 @@ def semantic_recall(app: Any, queries: list[str], k: int) -> dict[str, Any]:
         top = np.argpartition(-both, k - 1, axis=1)[:, :k]
         best = np.take_along_axis(both, top, axis=1)
         best_ids = np.take_along_axis(both_ids, top, axis=1)
+    best_ids = np.take_along_axis(best_ids, np.argsort(-best, axis=1), axis=1)
     from daemon.search.filters import Filters
 
-    leg, index = [], []
+    leg, index, leg10 = [], [], []
     for q, v, e in zip(queries, vecs, best_ids, strict=True):
         exact = set(e.tolist())
         leg.append(len({i for i, _ in app.search_engine.semantic_hits(q, k, Filters())}
                        & exact) / k)
         index.append(len({i for i, _ in faiss_store.search(v, k, None)} & exact) / k)
+        top10 = {i for i, _ in app.search_engine.semantic_hits(q, 10, Filters())}
+        leg10.append(len(top10 & set(e[:10].tolist())) / 10)
     return {"index": faiss_store.kind, "recall": float(np.mean(leg)),
-            "index_recall": float(np.mean(index)), "k": k, "queries": len(queries)}
+            "index_recall": float(np.mean(index)), "recall@10": float(np.mean(leg10)),
+            "k": k, "queries": len(queries)}
 
 
 def inprocess_worker(job: dict[str, Any]) -> dict[str, Any]:
@@ -730,7 +736,8 @@ def _recall(r: dict[str, Any] | None) -> str:
     if not r:
         return "-"
     alone = f", index alone {r['index_recall']:.3f}" if "index_recall" in r else ""
-    return f"{r['recall']:.3f} ({r['index']}{alone})"
+    at10 = f", leg r@10 {r['recall@10']:.3f}" if "recall@10" in r else ""
+    return f"{r['recall']:.3f} ({r['index']}{alone}{at10})"
 
 
 def leg_table(results: list[dict[str, Any]], prev: dict[tuple[str, str], dict[str, Any]]

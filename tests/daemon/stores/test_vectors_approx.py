@@ -171,3 +171,64 @@ def test_kill_9_during_a_background_build_then_reopen_converges(tmp_path: Path) 
     store.apply(rows([3001]), [], 2, {3001: clustered(1, seed=3)[0]})
     wait_built(store)
     assert store.ids() == set(range(1, 3002))
+
+
+def test_a_restricted_search_reaches_cells_it_would_not_probe(tmp_path: Path) -> None:
+    """Filtered, the approximate index returns min(k, allowed ids it holds), wherever they
+    lie: it probes more cells until it has them (decision 0020)."""
+    store, x = filled(tmp_path, 3000, approx_from=2000)
+    wait_built(store)
+    store._index.nprobe = 1  # a plain search visits one cell
+    query = x[0]
+    far = np.argsort(x @ query)[:40] + 1  # the 40 chunks least like the query
+    allowed = [int(i) for i in far] + [999_999]  # and an id the index does not hold
+    assert not set(allowed) & {i for i, _ in store.search(query, 200)}
+    got = store.search(query, 10, allowed)
+    assert len(got) == 10 and {i for i, _ in got} <= set(allowed)
+    assert len(store.search(query, 100, allowed)) == 40
+    assert store._index.nprobe == 1  # the shipped setting is left alone
+
+
+def rebuild(store: FaissStore, x: np.ndarray, last: int) -> None:
+    """What ``Indexer.rebuild`` does: reset, bulk applies of every chunk (no journal mark),
+    one apply carrying the journal's last op, then a save."""
+    store.reset("fp")
+    for start in range(0, len(x), 500):
+        ids = list(range(start + 1, min(len(x), start + 500) + 1))
+        store.apply(rows(ids), [], 0, {i: x[i - 1] for i in ids})
+    assert store._build is None and store.kind == "flat"  # not from a part of the chunks
+    store.apply([], [], last, {})
+    store.save()
+
+
+def test_a_rebuild_past_the_threshold_saves_the_approximate_index(tmp_path: Path) -> None:
+    """`ragd index --rebuild faiss` leaves what a write would: the IVF index, on disk, at
+    once, built from every chunk (not an exact index until the next write)."""
+    x = clustered(3000)
+    store = FaissStore(tmp_path / "faiss", "fp", DIM, approx_from=2000)
+    built: list[dict[str, object]] = []
+    store.on_build = built.append
+    rebuild(store, x, last=7)
+    assert store.kind == "ivf" and len(built) == 1 and built[0]["vectors"] == 3000
+    assert not store.building
+    again = FaissStore(tmp_path / "faiss", "fp", DIM, approx_from=2000)
+    assert again.kind == "ivf" and again.mark == 7 and again.ids() == set(range(1, 3001))
+    # Below the threshold a rebuild stays exact, and a later write past it builds as usual.
+    small = FaissStore(tmp_path / "small", "fp", DIM, approx_from=2000)
+    rebuild(small, x[:1500], last=3)
+    assert small.kind == "flat" and small._build is None
+    small.apply(rows(range(1501, 2101)), [], 4, {i: x[i - 1] for i in range(1501, 2101)})
+    wait_built(small)
+
+
+def test_a_reembed_after_a_reset_builds_in_the_background(tmp_path: Path) -> None:
+    """After a fingerprint change the index is refilled by journal writes (marks > 0), not a
+    bulk load: the build starts when they cross the threshold, as for any write."""
+    x = clustered(2500)
+    store = FaissStore(tmp_path / "faiss", "fp", DIM, approx_from=2000)
+    store.reset("fp2")
+    for n, start in enumerate(range(0, 2500, 500), 1):
+        ids = list(range(start + 1, start + 501))
+        store.apply(rows(ids), [], n, {i: x[i - 1] for i in ids})
+    wait_built(store)
+    assert store.size == 2500

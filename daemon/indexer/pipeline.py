@@ -27,7 +27,7 @@ from daemon.errors import Interrupted
 from daemon.indexer.containers import plan_containers
 from daemon.indexer.readahead import ReadAhead
 from daemon.indexer.reconcile import Plan, reconcile
-from daemon.models import Document, FileState, Skip
+from daemon.models import ChunkDraft, Document, FileState, Skip
 from daemon.sources.base import (
     ContainerKind,
     Entry,
@@ -125,6 +125,7 @@ class _Loaded:
     sha256: str
     doc: Document | Skip | Exception
     seconds: float
+    chunked: list[ChunkDraft] | Exception | None = None  # Indexer._chunk's, for a Document
 
 
 @dataclass
@@ -447,7 +448,10 @@ class Indexer:
                                                  if isinstance(data, bytes) else data)
         except Exception as exc:  # one broken file never stops a collection
             doc, sha = exc, ""
-        return _Loaded(sha, doc, time.perf_counter() - t0)
+        chunked = None
+        if isinstance(doc, Document):
+            doc, chunked = self._chunk(doc)
+        return _Loaded(sha, doc, time.perf_counter() - t0, chunked)
 
     def _read(self, coll: Collection, kind: SourceKind, root: Path, f: FileState,
               report: IndexReport, loaded: _Loaded | None = None) -> _Parsed | None:
@@ -463,26 +467,25 @@ class Indexer:
             report.skipped_files.append((f.path, doc.code, doc.detail))
             return None
         meta = self._metadata(kind, root, f.path, doc)
-        return self._build(coll, f.path, doc, meta, sha, f.size, f.mtime_ns, report)
+        return self._build(coll, f.path, doc, meta, sha, f.size, f.mtime_ns, report,
+                           chunked=loaded.chunked)
 
     def _build(self, coll: Collection, path: str, doc: Document, meta: dict[str, object],
                sha: str, size: int, mtime_ns: int, report: IndexReport, *,
                container: str | None = None, locator: str = "",
-               by_date: bool = False) -> _Parsed | None:
+               by_date: bool = False,
+               chunked: list[ChunkDraft] | Exception | None = None) -> _Parsed | None:
         """Chunk a parsed document into its catalog update (None when chunking failed: the
-        source is recorded as skipped)."""
-        text, was_cut = cut(doc.text, MAX_TEXT_CHARS)  # whatever produced it (decision 0022)
-        if was_cut:
-            doc = dataclasses.replace(doc, text=text,
-                                      warnings=tuple(dict.fromkeys((*doc.warnings, TRUNCATED))))
-        report.warnings.extend((path, w) for w in doc.warnings)
+        source is recorded as skipped). ``chunked``: the document already cut and chunked
+        (``_chunk``, on the read-ahead thread)."""
         t0 = time.perf_counter()
+        if chunked is None:
+            doc, chunked = self._chunk(doc)
+        report.warnings.extend((path, w) for w in doc.warnings)
         try:
-            count, limit = self.embedder.count_tokens, self.embedder.max_tokens
-            chunks = chunk_markdown(doc.title, doc.text, count_tokens=count, max_tokens=limit)
-            # After the body, so a new note's first chunk id is its first body chunk.
-            chunks += properties_chunks(doc, has_body=bool(chunks), count_tokens=count,
-                                        max_tokens=limit)
+            if isinstance(chunked, Exception):
+                raise chunked
+            chunks = chunked
         except Exception as exc:
             skip = self._unexpected(path, exc, report)
             self.catalog.record_skip(coll.id, path, code=skip.code, detail=skip.detail,
@@ -502,6 +505,24 @@ class Indexer:
             chunks=tuple(chunks), container=container, locator=locator,
             recency=_recency(doc.date if by_date else None, mtime_ns))
         return _Parsed(sha, doc, update)
+
+    def _chunk(self, doc: Document) -> tuple[Document, list[ChunkDraft] | Exception]:
+        """The document cut to MAX_TEXT_CHARS (whatever produced it, decision 0022) and its
+        chunks, or the exception chunking raised. Pure: runs on the read-ahead thread, where
+        a long book's seconds of token counting do not hold up a saved note."""
+        text, was_cut = cut(doc.text, MAX_TEXT_CHARS)
+        if was_cut:
+            doc = dataclasses.replace(doc, text=text,
+                                      warnings=tuple(dict.fromkeys((*doc.warnings, TRUNCATED))))
+        try:
+            count, limit = self.embedder.count_tokens, self.embedder.max_tokens
+            chunks = chunk_markdown(doc.title, doc.text, count_tokens=count, max_tokens=limit)
+            # After the body, so a new note's first chunk id is its first body chunk.
+            chunks += properties_chunks(doc, has_body=bool(chunks), count_tokens=count,
+                                        max_tokens=limit)
+        except Exception as exc:
+            return doc, exc
+        return doc, chunks
 
     @staticmethod
     def _unexpected(path: str, exc: Exception, report: IndexReport) -> Skip:

@@ -78,6 +78,13 @@ class Job:
             self.paths |= other.paths
 
 
+def _mergeable(queued: Job, job: Job) -> bool:
+    """Jobs for the same target coalesce, but small work never joins a bulk job: a saved note
+    merged into a queued sweep of its vault would wait with it behind a library."""
+    return (queued.kind == job.kind and queued.collection == job.collection
+            and queued.bulk == job.bulk)
+
+
 class JobQueue:
     """Thread-safe; `get` blocks while paused, so pausing never loses queued work."""
 
@@ -99,7 +106,7 @@ class JobQueue:
         """Queue a job, or merge it into a queued one; returns the job to wait on."""
         with self._cond:
             for queued in self._jobs:
-                if queued.kind == job.kind and queued.collection == job.collection:
+                if _mergeable(queued, job):
                     queued.absorb(job)
                     self._cond.notify_all()
                     return queued
@@ -146,7 +153,7 @@ class JobQueue:
             if self._turn_over(job):
                 job.seq = next(self._seq)
             for queued in self._jobs:
-                if queued.kind == job.kind and queued.collection == job.collection:
+                if _mergeable(queued, job):
                     queued.absorb(job)
                     queued.seq = min(queued.seq, job.seq)
                     job.alias = queued

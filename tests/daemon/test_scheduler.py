@@ -17,15 +17,29 @@ def test_priority_order_and_fifo_within_a_priority() -> None:
     assert q.get(0) is None
 
 
-def test_hints_coalesce_and_a_full_job_absorbs_them() -> None:
+def test_hints_coalesce_and_full_jobs_coalesce_but_never_with_each_other() -> None:
     q = JobQueue()
     first = q.put(Job("sync", "v", HINT, paths={"a.md"}))
     assert q.put(Job("sync", "v", HINT, paths={"b.md"})) is first
     assert first.paths == {"a.md", "b.md"} and q.remaining() == 2
-    full = q.put(Job("sync", "v", EXPLICIT, estimate=40))
-    assert full is first and first.paths is None and first.priority == EXPLICIT
-    assert q.remaining() == 40
-    assert len(q.snapshot()) == 1
+    # A saved note merged into a sweep of its vault would wait with it behind bulk work.
+    sweep = q.put(Job("sync", "v", SWEEP, estimate=40))
+    assert sweep is not first and q.remaining() == 42
+    assert q.put(Job("sync", "v", EXPLICIT, estimate=40)) is sweep
+    assert sweep.priority == EXPLICIT and len(q.snapshot()) == 2
+    assert q.get(0) is first and q.get(0) is sweep
+
+
+def test_a_preempted_sweep_does_not_swallow_the_hint_that_preempted_it() -> None:
+    q = JobQueue()
+    q.put(Job("sync", "v", SWEEP, estimate=40))
+    running = q.get(0)
+    assert running is not None
+    hint = q.put(Job("sync", "v", HINT, paths={"note.md"}))
+    assert q.preempted()
+    q.requeue(running)
+    assert q.get(0) is hint and hint.paths == {"note.md"}
+    assert q.get(0) is running
 
 
 def test_remaining_counts_queued_and_running() -> None:

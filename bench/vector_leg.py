@@ -277,12 +277,11 @@ def filtered_legs(cat: Any, ivf: Any, flat: Any, where: str, args: Any, limit: i
                   ) -> dict[str, Any]:
     """The four ways of a filtered semantic leg, each listing the filter's ids as it would."""
     from daemon.search.engine import REFINE
-    from daemon.stores.chunk_vectors import matching_ids
 
     engine = leg_engine(ivf, cat, ivf.dimension)
 
     def ids() -> list[int]:
-        return matching_ids(cat, where, args, limit)
+        return cat.filter_chunk_ids(where, args, limit=limit)
 
     def ivf_leg(q: np.ndarray, every: bool) -> Any:
         return engine._exact(q, ivf.search(q, k * REFINE, ids(), every_cell=every), k)

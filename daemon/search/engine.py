@@ -30,7 +30,6 @@ from daemon.search.fusion import (
     zscore_fusion,
 )
 from daemon.stores.catalog import Catalog, ChunkRow
-from daemon.stores.chunk_vectors import matching_ids
 from daemon.stores.fulltext import KeywordStore
 from daemon.stores.vectors import FaissStore
 from daemon.text.properties import is_properties
@@ -189,7 +188,7 @@ class SearchEngine:
         if not filters.active:
             return self._refined(vec, k, None)
         where, args = to_sql(filters)
-        ids = matching_ids(self.catalog, where, args, EXACT_SUBSET + 1)
+        ids = self.catalog.filter_chunk_ids(where, args, limit=EXACT_SUBSET + 1)
         if len(ids) <= SCAN_SUBSET:
             return self._scan(vec, k, ids)
         if len(ids) <= EXACT_SUBSET:

@@ -861,14 +861,16 @@ class Catalog:
             ).fetchone()
         return None if row is None else (row[0], row[1])
 
-    def filter_chunk_ids(self, where: str, args: Sequence[Any]) -> list[int]:
-        """Chunk ids matching a SQL condition over ``s`` (sources) and ``c`` (collections)."""
+    def filter_chunk_ids(self, where: str, args: Sequence[Any], limit: int | None = None
+                         ) -> list[int]:
+        """Chunk ids matching a SQL condition over ``s`` (sources) and ``c`` (collections);
+        at most ``limit`` of them, so a broad filter stops early (decision 0020)."""
+        sql = ("SELECT ch.id FROM chunks ch JOIN sources s ON s.id=ch.source_id"
+               f" JOIN collections c ON c.id=s.collection_id WHERE {where}")
+        if limit is not None:
+            sql, args = sql + " LIMIT ?", (*args, limit)
         with self._lock:
-            rows = self._db.execute(
-                "SELECT ch.id FROM chunks ch JOIN sources s ON s.id=ch.source_id"
-                f" JOIN collections c ON c.id=s.collection_id WHERE {where}",
-                tuple(args),
-            ).fetchall()
+            rows = self._db.execute(sql, tuple(args)).fetchall()
         return [r[0] for r in rows]
 
     def chunks_matching(self, ids: Sequence[int], where: str, args: Sequence[Any]) -> set[int]:

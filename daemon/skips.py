@@ -44,8 +44,11 @@ WARNING_CODES: dict[str, str] = {
     "safely: indexed the text without its metadata",
     "mime_defects": "a mail whose MIME structure is broken: what could be read is indexed",
     "bad_header": "a mail header that could not be decoded: its raw text is used",
-    "unknown_charset": "a mail part in an unknown or wrong charset: read as UTF-8 or "
+    "unknown_charset": "a mail part in an unknown or wrong charset, or in one ragd does not "
+    "decode (punycode, idna: no mail charsets, and slow to decode): read as UTF-8 or "
     "Windows-1252",
+    "charset_mismatch": "a mail part declares UTF-16 or UTF-32 but holds plain ASCII text: "
+    "read as ASCII, not as the charset it names",
     "header_truncated": "a mail header longer than 16,384 characters: the rest of it is not "
     "read",
     "mime_truncated": "a mail with more than 500 MIME parts: the parts after those are not read",
@@ -54,9 +57,40 @@ WARNING_CODES: dict[str, str] = {
     "text_truncated": "the document converts to more text than a file of its size may "
     "produce (20 characters per byte, 8 million at most): it is indexed up to the cut",
     "body_truncated": "a mail body longer than 2 million characters: the rest is not indexed",
+    "html_body_stripped": "an HTML mail body too complex for the HTML converter (more than "
+    "200,000 tags, or past its time or memory limit): read with its tags stripped instead",
+    "attachment_truncated": "a mail's body and attachments give more than 2 million "
+    "characters together: the attachments are indexed up to the cut",
+    "attachment_time_budget": "converting a mail's attachments took longer than the "
+    "conversion time limit (documents.timeout_s, 120 s) all together: the remaining "
+    "attachments are not indexed (the message is)",
+    "attachment_too_large": "a mail attachment larger than documents.max_file_mb: not "
+    "converted (the message is indexed)",
+    "mbox_unquoted_from": "a line starting with 'From ' inside an mbox message was not quoted "
+    "('>From ') and does not open another message (no date, or no header after it): it is "
+    "kept in this message",
+    "description_truncated": "a Calibre book's description is longer than ragd keeps "
+    "(100,000 characters): the rest is not indexed",
+    "description_stripped": "a Calibre book's HTML description too complex for the HTML "
+    "converter: read with its tags stripped instead",
+    "calibre_no_readable_format": "none of the book's formats can be read (install Calibre's "
+    "ebook-convert for ODT, RTF, FB2, MOBI, ...): the book is found by its metadata and "
+    "description only",
 }
+
+
+# A warning about one part of a source: a mail's attachment, a Calibre book's file.
+_PARTS = {"attachment_": "a mail attachment was not indexed: ",
+          "text_": "the book's text was not indexed (its metadata is): "}
 
 
 def describe(code: str) -> str:
     """Return the explanation of a skip or warning code."""
-    return SKIP_CODES.get(code) or WARNING_CODES.get(code) or code
+    found = SKIP_CODES.get(code) or WARNING_CODES.get(code)
+    if found:
+        return found
+    for prefix, what in _PARTS.items():
+        rest = code.removeprefix(prefix)
+        if rest != code and (rest in SKIP_CODES or rest in WARNING_CODES):
+            return what + describe(rest)
+    return code

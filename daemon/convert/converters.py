@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.convert.bounds import TRUNCATED, cut, text_budget
-from daemon.convert.markdown import html_to_markdown, md_table, plain_text
+from daemon.convert.markdown import html_to_markdown, html_to_text, md_table, plain_text
 
 # A zip-based document (DOCX, PPTX, XLSX, EPUB) may expand to at most this much, and at most
 # this many times its own size: past either it is a decompression bomb, not a document.
@@ -51,7 +51,7 @@ def convert(fmt: str, data: bytes, *, ocr: bool = True) -> Converted:
     """Convert ``data`` of format ``fmt`` (a name from ``daemon.convert.formats``)."""
     if not data:
         raise ConvertSkip("empty", "file has zero bytes")
-    fn = _CONVERTERS.get(fmt)
+    fn = _CONVERTERS.get(fmt) or _book_converter(fmt)
     if fn is None:
         raise ConvertSkip("parse_error", f"no converter for {fmt!r}")
     if fmt == "image":
@@ -135,6 +135,11 @@ def convert_html(data: bytes) -> Converted:
     return Converted(title, markdown)
 
 
+def convert_mail_html(data: bytes) -> Converted:
+    """An HTML mail body or a book description (UTF-8, sent by the daemon) as plain text."""
+    return Converted("", html_to_text(data.decode("utf-8", "replace")))
+
+
 _CSV_SNIFF = 8192
 
 
@@ -189,6 +194,16 @@ def _lazy(module: str, name: str, what: str) -> Callable[[bytes], Converted]:
     return run
 
 
+def _book_converter(fmt: str) -> Callable[[bytes], Converted] | None:
+    """A Calibre book's chapters (``calibre-<format>``, daemon.sources.calibrebook)."""
+    from daemon.sources.calibrebook import BOOK_PREFIX, convert_book, is_book_format
+
+    if not is_book_format(fmt):
+        return None
+    suffix = fmt[len(BOOK_PREFIX):]
+    return guarded(suffix.upper(), lambda data: convert_book(data, suffix))
+
+
 _CONVERTERS: dict[str, Callable[[bytes], Converted]] = {
     "pdf": _lazy("daemon.convert.books", "convert_pdf", "PDF"),
     "epub": _lazy("daemon.convert.books", "convert_epub", "EPUB"),
@@ -197,6 +212,7 @@ _CONVERTERS: dict[str, Callable[[bytes], Converted]] = {
     "pptx": _lazy("daemon.convert.office", "convert_pptx", "PPTX"),
     "xlsx": _lazy("daemon.convert.office", "convert_xlsx", "XLSX"),
     "html": guarded("HTML", convert_html),
+    "mail_html": guarded("HTML", convert_mail_html),
     "latex": _lazy("daemon.convert.latex", "convert_latex", "LaTeX"),
     "csv": guarded("CSV", convert_csv),
     "markdown": convert_markdown,

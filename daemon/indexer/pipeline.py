@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import logging
 import os
@@ -16,8 +17,10 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +28,7 @@ from daemon.convert.bounds import MAX_TEXT_CHARS, TRUNCATED, cut
 from daemon.embed.embedding import Embedder
 from daemon.errors import Interrupted
 from daemon.indexer.containers import plan_containers
-from daemon.indexer.readahead import ReadAhead
+from daemon.indexer.readahead import CarryKey, EntryStream, Loader, ReadAhead
 from daemon.indexer.reconcile import Plan, reconcile
 from daemon.models import ChunkDraft, Document, FileState, Skip
 from daemon.sources.base import (
@@ -135,6 +138,33 @@ class _Parsed:
     update: SourceUpdate | None = None
 
 
+@dataclass
+class _Pass:
+    """A group of documents read from containers, not committed yet."""
+
+    group: list[_Parsed] = field(default_factory=list)
+    done: list[ContainerRecord] = field(default_factory=list)  # recorded with the group
+    copies: list[tuple[str, str, str]] = field(default_factory=list)  # second sightings
+    chunks: int = 0
+
+    def add(self, parsed: _Parsed) -> None:
+        self.group.append(parsed)
+        self.chunks += len(parsed.update.chunks) if parsed.update else 0
+
+    def full(self, window: int) -> bool:
+        return self.chunks >= window or len(self.group) >= GROUP_SOURCES
+
+
+def _blind(skipped: Sequence[tuple[str, Skip]]) -> set[str]:
+    """Paths the walk could not look into (an unreadable folder, a loop): what the catalog
+    knows below them is unknown now, not deleted. A path that became a link out of the root
+    is not blind: what was read there before must not stay searchable (decision 0025)."""
+    return {rel for rel, skip in skipped if skip.code not in _GONE_CODES}
+
+
+_GONE_CODES = frozenset({"outside_root"})
+
+
 class Indexer:
     """The single writer: owns the catalog writes and the index projections."""
 
@@ -157,6 +187,10 @@ class Indexer:
         self.urgency = backlog.BULK  # of the chunks the current sync commits
         self.on_backlog: Callable[[], None] = lambda: None  # new chunks wait for vectors
         self._turn: int | None = None  # the collection embedded last (round robin)
+        # Containers' documents load here, off the writer; a load a yield cut short is
+        # carried to the next pass (readahead.EntryStream).
+        self._loader = Loader()
+        self._carried: dict[CarryKey, Future[Any]] = {}
         self.backlog = Counts()  # refreshed after every commit and every embedded slice
 
     # -- the sync pass ------------------------------------------------------------------------
@@ -182,7 +216,7 @@ class Indexer:
         disk = walked.files
         # Paths the walk could not look into (a loop, an unreadable folder) are recorded as
         # skips; what the catalog knows below them is unknown now, not deleted.
-        blind = {rel for rel, _ in walked.skipped}
+        blind = _blind(walked.skipped)
         blind_dirs = tuple(rel + "/" for rel in blind)
         known = [r for r in self.catalog.source_records(coll.id)
                  if r.path not in blind and not r.path.startswith(blind_dirs)]
@@ -233,7 +267,7 @@ class Indexer:
         if paths is not None and scope is not None:
             paths = scope(paths)
         walked = kind.walk(root, should_stop=self.should_stop, max_entries=max_entries)
-        blind = {rel for rel, _ in walked.skipped}
+        blind = _blind(walked.skipped)
         blind_dirs = tuple(rel + "/" for rel in blind)
         disk = walked.files
         known = [c for c in self.catalog.container_records(coll.id)
@@ -265,33 +299,8 @@ class Indexer:
         todo = sorted(plan.to_read, key=lambda t: -t[0].mtime_ns)  # newest first
         report.planned = len(todo)
         seen: set[str] = set()
-        group: list[_Parsed] = []
-        done: list[ContainerRecord] = []  # recorded with the group holding their last doc
-        copies: list[tuple[str, str, str]] = []  # second sightings of new documents
-        last: list[ContainerRecord] = []  # rewritten: recorded when their losses are
-        pending = 0
-        for n, (f, start) in enumerate(todo, 1):
-            end = start
-            for entry in kind.entries(root, f.path, start):
-                if self.should_stop():
-                    self._flush(coll, group, report, done, copies)
-                    raise Interrupted(f"indexing {coll.name} was interrupted")
-                end = max(end, entry.end)
-                parsed = self._entry(coll, kind, root, f, entry, keyed, seen, reread,
-                                     report, force, copies)
-                if parsed is not None:
-                    group.append(parsed)
-                    pending += len(parsed.update.chunks) if parsed.update else 0
-                if pending >= self._window() or len(group) >= GROUP_SOURCES:
-                    self._flush(coll, group, report, done, copies)
-                    group, pending, done, copies = [], 0, [], []
-                    self.on_progress(Progress(coll.name, "index", n - 1, len(todo),
-                                              report.embedded))
-            record = ContainerRecord(f.path, f.size, f.mtime_ns,
-                                     prefix_fingerprint(root, f.path, end) or "", end)
-            (last if f.path in reread else done).append(record)
-            report.processed += 1
-        self._flush(coll, group, report, done, copies)
+        last = self._read_containers(coll, kind, root, todo, keyed, seen, reread, report,
+                                     force)
         if self.should_stop():
             raise Interrupted(f"indexing {coll.name} was interrupted")
         lost = [k for k, r in keyed.items() if r.container in reread and k not in seen]
@@ -305,11 +314,88 @@ class Indexer:
         self.on_progress(Progress(coll.name, "index", len(todo), len(todo), report.embedded))
         self.catalog.mark_indexed(coll.id)
 
+    def _read_containers(self, coll: Collection, kind: ContainerKind, root: Path,
+                         todo: Sequence[tuple[FileState, int]], keyed: dict[str, KeyedRecord],
+                         seen: set[str], reread: set[str], report: IndexReport, force: bool
+                         ) -> list[ContainerRecord]:
+        """Step two for every container to read, in order: their entries are read and the
+        new or changed ones loaded ahead, off this thread (``EntryStream``); here they are
+        only sorted out and committed in groups. Returns the records of the containers read
+        again from the start, which ``finish_containers`` writes with their losses.
+
+        Interrupted, it commits what it has, and a container it was in the middle of (a
+        large mbox, new or grown) is recorded as read up to there: the next pass goes on from
+        that offset instead of parsing it all again."""
+        def wanted(entry: Entry) -> bool:  # on the reader thread: is it new or changed?
+            rec = keyed.get(entry.key) or self.catalog.keyed_source(coll.id, entry.key)
+            return force or rec is None or rec.status != "ok" or not entry.content_hash \
+                or rec.sha256 != entry.content_hash
+
+        stream: EntryStream[_Loaded] = EntryStream(
+            lambda f, start: kind.entries(root, f.path, start), todo, wanted=wanted,
+            load=self._load_entry, loader=self._loader, carry=self._carried,
+            should_stop=self.should_stop)
+        state = _Pass()
+        last: list[ContainerRecord] = []  # rewritten: recorded when their losses are
+        current: tuple[FileState, int] | None = None  # (container, end of what is handled)
+        try:
+            for item in stream:
+                f = item.file
+                if item.entry is None:  # the end of a container
+                    record = ContainerRecord(f.path, f.size, f.mtime_ns,
+                                             prefix_fingerprint(root, f.path, item.end) or "",
+                                             item.end)
+                    (last if f.path in reread else state.done).append(record)
+                    report.processed += 1
+                    current = None
+                    continue
+                if self.should_stop():
+                    raise Interrupted(f"indexing {coll.name} was interrupted")
+                entry = item.entry
+                parsed = self._entry(coll, kind, root, f, entry, keyed, seen, reread, report,
+                                     force, state.copies, functools.partial(stream.result, item))
+                current = (f, max(entry.end, current[1] if current else 0))
+                if parsed is not None:
+                    state.add(parsed)
+                if state.full(self._window()):
+                    self._flush(coll, state.group, report, state.done, state.copies)
+                    state = _Pass()
+                    self.on_progress(Progress(coll.name, "index", item.n, len(todo),
+                                              report.embedded))
+        except Interrupted:
+            if current is not None and current[0].path not in reread \
+                    and kind.appendable(current[0].path):
+                f, upto = current
+                state.done.append(ContainerRecord(
+                    f.path, upto, f.mtime_ns, prefix_fingerprint(root, f.path, upto) or "",
+                    upto))
+            self._flush(coll, state.group, report, state.done, state.copies)
+            raise
+        finally:
+            stream.close()
+        self._flush(coll, state.group, report, state.done, state.copies)
+        return last
+
+    def _load_entry(self, entry: Entry) -> _Loaded:
+        """Load one document of a container and chunk it: on the loader thread, so a mail's
+        attachments or a book's conversion never hold the writer."""
+        t0 = time.perf_counter()
+        try:
+            doc: Document | Skip | Exception = entry.load()
+        except Exception as exc:  # one broken message never stops a mailbox
+            doc = exc
+        chunked = None
+        if isinstance(doc, Document):
+            doc, chunked = self._chunk(doc)
+        return _Loaded(entry.content_hash, doc, time.perf_counter() - t0, chunked)
+
     def _entry(self, coll: Collection, kind: ContainerKind, root: Path, f: FileState,
                entry: Entry, keyed: dict[str, KeyedRecord], seen: set[str], reread: set[str],
-               report: IndexReport, force: bool, copies: list[tuple[str, str, str]]
-               ) -> _Parsed | None:
-        """Step two for one document: unchanged, a copy, a move, or read and chunked."""
+               report: IndexReport, force: bool, copies: list[tuple[str, str, str]],
+               load: Callable[[], _Loaded] | None = None) -> _Parsed | None:
+        """Step two for one document: unchanged, a copy, a move, or read and chunked
+        (``load``: the load started ahead; raises ``Interrupted`` while it runs when small
+        work arrives)."""
         rec = keyed.get(entry.key)
         if rec is None and entry.key not in seen:
             rec = self.catalog.keyed_source(coll.id, entry.key)
@@ -334,12 +420,11 @@ class Indexer:
             self.catalog.relocate_source(rec.id, f.path, entry.locator, entry.location)
             report.moved += 1
             return None
-        t0 = time.perf_counter()
-        try:
-            doc = entry.load()
-        except Exception as exc:  # one broken message never stops a mailbox
-            doc = self._unexpected(entry.key, exc, report)
-        report.add_stage("read", time.perf_counter() - t0)
+        loaded = load() if load is not None else self._load_entry(entry)
+        doc = loaded.doc
+        if isinstance(doc, Exception):
+            doc = self._unexpected(entry.key, doc, report)
+        report.add_stage("read", loaded.seconds)
         if isinstance(doc, Skip):
             self.catalog.record_skip(coll.id, entry.key, code=doc.code, detail=doc.detail,
                                      size=f.size, mtime_ns=f.mtime_ns, container=f.path,
@@ -350,7 +435,8 @@ class Indexer:
         return self._build(coll, entry.key, doc, dict(doc.metadata), entry.content_hash,
                            f.size, f.mtime_ns, report, container=f.path,
                            locator=entry.locator,
-                           by_date=getattr(kind, "newest_by_date", False))
+                           by_date=getattr(kind, "newest_by_date", False),
+                           chunked=loaded.chunked)
 
     def _hash(self, root: Path, rel: str) -> str | None:
         if self.should_stop():

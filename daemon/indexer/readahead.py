@@ -5,16 +5,25 @@ writer waits for it in short steps and can give up the wait when small work arri
 note): the conversion goes on, its result lands in the doc store's cache, and the bulk job
 finds it there when it resumes (decision 0022). One file ahead is enough: the worker converts
 one document at a time.
+
+Containers (mail files, Calibre books) are read the same way, entry by entry
+(``EntryStream``): a message is parsed, and its attachments converted, off the writer's thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Generic, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from daemon.errors import Interrupted
+from daemon.models import FileState
+from daemon.sources.base import Entry
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -52,3 +61,197 @@ class ReadAhead(Generic[S, T]):
     def close(self) -> None:
         """Stop reading ahead; a load under way finishes in the background."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+# -- containers ---------------------------------------------------------------------------------
+
+
+class Loader:
+    """One daemon thread that runs loads in the order they are given (a mail's attachments,
+    a book's conversion), so they never hold the writer. It outlives a job: a load cut short
+    by a yield is picked up by the next pass (``EntryStream``'s carry) instead of done again.
+    A daemon thread: a conversion under way never keeps the process from exiting."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = \
+            queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
+        future: Future[T] = Future()
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="ragd-load", daemon=True)
+                self._thread.start()
+        self._queue.put((future, fn))
+        return future
+
+    def _run(self) -> None:
+        while True:
+            future, fn = self._queue.get()
+            if not future.set_running_or_notify_cancel():
+                continue  # cancelled before it started
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # handed to whoever waits for it
+                future.set_exception(exc)
+
+
+@dataclass
+class Item(Generic[T]):
+    """What the stream hands the writer: an entry of container ``n`` (with its load, when it
+    will probably be needed), or the end of that container (``entry`` None, ``end`` set)."""
+
+    n: int
+    file: FileState
+    entry: Entry | None = None
+    future: Future[T] | None = None
+    end: int = 0
+    size: int = 0
+    used: bool = False
+
+
+_DONE = object()
+CarryKey = tuple[str, str, str, str]
+
+
+class EntryStream(Generic[T]):
+    """The entries of containers read on a thread ahead of the writer (mail parsed, a book's
+    record looked up), and the documents that will be needed loaded on the ``Loader``: the
+    writer only decides and commits, so a saved note never waits behind one message or book
+    (decision 0025). Reading ahead is bounded by ``max_bytes`` of container bytes and
+    ``max_items`` entries; loads by ``max_loads`` not yet taken by the writer.
+
+    ``wanted(entry)`` says whether an entry will probably be loaded (the writer decides for
+    sure); ``load(entry)`` loads it. Loads under way or done when the stream is closed are kept
+    in ``carry`` (by container, locator, key and content) for the next stream over the same
+    containers."""
+
+    def __init__(self, read: Callable[[FileState, int], Iterator[Entry]],
+                 todo: Sequence[tuple[FileState, int]], *, wanted: Callable[[Entry], bool],
+                 load: Callable[[Entry], T], loader: Loader,
+                 carry: dict[CarryKey, Future[Any]], should_stop: Callable[[], bool],
+                 max_bytes: int = 32 * 2**20, max_items: int = 512, max_loads: int = 4) -> None:
+        self._read, self._todo = read, todo
+        self._wanted, self._load, self._loader = wanted, load, loader
+        self._carry = carry
+        self._should_stop = should_stop
+        self._max_bytes, self._max_items = max_bytes, max_items
+        self._loads = threading.Semaphore(max_loads)
+        self._items: deque[Item[T] | BaseException | object] = deque()
+        self._bytes = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self._taken: Item[T] | None = None
+        self._thread = threading.Thread(target=self._run, name="ragd-entries", daemon=True)
+        self._thread.start()
+
+    # -- the reader thread ------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            for n, (f, start) in enumerate(self._todo):
+                prev = end = start
+                for entry in self._read(f, start):
+                    if self._closed:
+                        return
+                    future = self._submit(f, entry) if self._wanted(entry) else None
+                    self._put(Item(n, f, entry, future, size=max(entry.end - prev, 1)))
+                    prev = end = max(end, entry.end)
+                self._put(Item(n, f, end=end))
+        except BaseException as exc:  # handed to the writer, which raises it
+            self._put(exc)
+        finally:
+            self._put(_DONE)
+
+    def _submit(self, f: FileState, entry: Entry) -> Future[T] | None:
+        while not self._loads.acquire(timeout=STEP_S):
+            if self._closed:
+                return None
+        carried = self._carry.pop((f.path, entry.locator, entry.key, entry.content_hash), None)
+        return carried if carried is not None else self._loader.submit(
+            lambda: self._load(entry))
+
+    def _put(self, item: Item[T] | BaseException | object) -> None:
+        size = item.size if isinstance(item, Item) else 0
+        with self._cond:
+            while not self._closed and self._items and (
+                    self._bytes + size > self._max_bytes or len(self._items) >= self._max_items):
+                self._cond.wait(STEP_S)
+            if self._closed and isinstance(item, Item):
+                self._keep(item)
+                return
+            self._items.append(item)
+            self._bytes += size
+            self._cond.notify_all()
+
+    # -- the writer -------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Item[T]]:
+        while True:
+            item = self._next()
+            if item is None:
+                return
+            yield item
+
+    def _next(self) -> Item[T] | None:
+        """The next item; raises ``Interrupted`` when should_stop says so while waiting."""
+        with self._cond:
+            while not self._items:
+                self._cond.wait(STEP_S)
+                if not self._items and self._should_stop():
+                    raise Interrupted("reading was interrupted")
+            item = self._items.popleft()
+            if isinstance(item, Item):
+                self._bytes -= item.size
+            self._cond.notify_all()
+        if item is _DONE:
+            return None
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, Item)
+        if item.future is not None:
+            self._loads.release()
+            self._taken = item
+        return item
+
+    def result(self, item: Item[T]) -> T:
+        """The load of ``item``: the one started ahead, or one started now. Raises
+        ``Interrupted`` when should_stop says so while waiting (the load goes on, and is
+        carried to the next pass)."""
+        if item.future is None:
+            assert item.entry is not None
+            entry = item.entry
+            item.future = self._loader.submit(lambda: self._load(entry))
+            self._taken = item
+        while True:
+            try:
+                value = item.future.result(timeout=STEP_S)
+            except FutureTimeout:
+                if self._should_stop():
+                    raise Interrupted("reading was interrupted") from None
+                continue
+            item.used = True
+            return value
+
+    def close(self) -> None:
+        """Stop reading; keep the loads under way or done for the next pass, drop the rest."""
+        with self._cond:
+            self._closed = True
+            left = [i for i in self._items if isinstance(i, Item)]
+            self._items.clear()
+            self._cond.notify_all()
+        if self._taken is not None and not self._taken.used:
+            self._keep(self._taken)
+        for item in left:
+            self._keep(item)
+
+    def _keep(self, item: Item[T]) -> None:
+        future, entry = item.future, item.entry
+        if future is None or entry is None or future.cancel():
+            return
+        self._carry[(item.file.path, entry.locator, entry.key, entry.content_hash)] = future
+        while len(self._carry) > CARRY_MAX:  # loads no pass came back for
+            self._carry.pop(next(iter(self._carry)))
+
+
+CARRY_MAX = 8

@@ -7,6 +7,10 @@ Calibre or a file replaced in place marks it changed and nothing else is looked 
 embedded is the chosen format's text, converted through the doc store (cached by the file's
 bytes), then the description; the metadata (authors, tags, series, ...) lives on the source,
 so an edit that leaves the text alone re-embeds nothing but the small properties chunk.
+
+Nothing of a book is parsed here (decision 0025): its file, converted by ``ebook-convert`` when
+ragd cannot read its format, becomes chapters in the conversion worker
+(``daemon.sources.calibrebook``), and its HTML description becomes text there too, bounded.
 """
 
 from __future__ import annotations
@@ -16,17 +20,16 @@ import json
 import logging
 import os
 import shutil
-import subprocess
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from daemon.convert.bounds import TRUNCATED
-from daemon.convert.formats import FORMATS, Format, format_for
+from daemon.convert.bounds import TRUNCATED, cut
+from daemon.convert.formats import Format, format_for
+from daemon.convert.htmltext import html_text
 from daemon.models import Document, FileState, Skip
 from daemon.sources.base import Entry
-from daemon.sources.calibrebook import chapters_markdown
+from daemon.sources.calibrebook import book_format
 from daemon.sources.calibredb import Book, book_uri, pub_day, read_library, timestamp_ns
 from daemon.sources.containment import open_inside
 from daemon.sources.files import WalkResult, read_bytes
@@ -40,14 +43,10 @@ DEFAULT_FORMATS = ("EPUB", "AZW3", "MOBI", "PDF", "TXT")
 # Formats Calibre's ebook-convert turns into EPUB when no format we read is there.
 CONVERTIBLE = ("AZW3", "AZW", "MOBI", "KFX", "FB2", "LIT", "PDB", "LRF", "RTF", "ODT", "CBZ",
                "DJVU", "SNB", "TCR")
-EBOOK_CONVERT_TIMEOUT_S = 300.0
+# A description is a blurb of a few hundred words; what a hostile metadata.db holds is cut.
+MAX_DESCRIPTION_HTML = 1_000_000
+MAX_DESCRIPTION_CHARS = 100_000
 SERIES_TAG = "series/"  # a book in series S also has the tag "series/s" (the tag filter)
-
-
-def _html_to_text(html: str) -> str:
-    from daemon.convert.markdown import html_to_text
-
-    return html_to_text(html)
 
 
 def book_tags(book: Book) -> list[str]:
@@ -67,12 +66,12 @@ class CalibreKind:
     def __init__(self, docs: Documents | None = None, *,
                  formats: Sequence[str] = DEFAULT_FORMATS,
                  ebook_convert: str | None = None,
-                 html_to_text: Callable[[str], str] = _html_to_text) -> None:
+                 html_to_text: Callable[[str], str] | None = None) -> None:
         self.docs = docs
         self.formats = tuple(f.strip().upper() for f in formats if f.strip())
         self.ebook_convert = ebook_convert if ebook_convert is not None else (
             shutil.which("ebook-convert") or "")
-        self.html_to_text = html_to_text
+        self.html_to_text = html_to_text  # None: the conversion worker (bounded)
         self._books: dict[str, tuple[Book, str | None]] = {}  # folder -> (book, format)
 
     # -- containers -----------------------------------------------------------------------------
@@ -158,7 +157,7 @@ class CalibreKind:
             if text is not None:
                 body, source_type, extra = text
         parts = [body.strip()]
-        description = self.html_to_text(book.comments).strip() if book.comments else ""
+        description = self.description(book.comments, warnings)
         if description:
             parts.append("# Description\n\n" + description)
         file_uri = ""
@@ -185,10 +184,28 @@ class CalibreKind:
                         metadata=metadata, date=pub_day(book.pubdate),
                         warnings=tuple(dict.fromkeys(warnings)))
 
+    def description(self, html: str, warnings: list[str]) -> str:
+        """A book's HTML description as text: in the conversion worker, bounded
+        (``description_truncated``, ``description_stripped``)."""
+        if not html.strip():
+            return ""
+        if len(html) > MAX_DESCRIPTION_HTML:
+            html = html[:MAX_DESCRIPTION_HTML]
+            warnings.append("description_truncated")
+        if self.html_to_text is not None:
+            text = self.html_to_text(html)
+        else:
+            converter = self.docs.store.converter if self.docs is not None else None
+            text = html_text(html, converter, warnings=warnings, stripped="description_stripped")
+        text, was_cut = cut(text.strip(), MAX_DESCRIPTION_CHARS)
+        if was_cut:
+            warnings.append("description_truncated")
+        return text
+
     def _text(self, root: Path, book: Book, fmt: str, warnings: list[str]
               ) -> tuple[str, str, dict[str, Any]] | None:
         """(markdown, source type, conversion metadata) of one format, or None (a warning
-        says why)."""
+        says why). An EPUB, or a format ebook-convert turns into one, is read as chapters."""
         if self.docs is None:
             return None
         rel = book.file_rel(fmt)
@@ -197,15 +214,13 @@ class CalibreKind:
             warnings.append("text_" + data.code)
             return None
         target: Format | None = format_for(rel)
-        if target is None or fmt in CONVERTIBLE:  # EPUB, cached here, read by chapters
-            converted = self._ebook_convert(data, fmt, warnings)
-            if converted is None:
+        if target is None or fmt in CONVERTIBLE:
+            if not self.ebook_convert:
+                warnings.append("calibre_no_readable_format")
                 return None
-            data, target = converted, FORMATS["epub"]
-        if target.name == "epub":  # reflowable: numbered chapters (daemon.sources.calibrebook)
-            chapters = chapters_markdown(self.docs.store, data, str(root / rel))
-            if isinstance(chapters, str):
-                return chapters, "epub", {"chapters": chapters.count("\n# Chapter ") + 1}
+            target = book_format(fmt)
+        elif target.name == "epub":
+            target = book_format("epub")
         conv = self.docs.store.convert(data, target, source_path=str(root / rel))
         if isinstance(conv, Skip):
             warnings.append("text_" + conv.code)
@@ -217,39 +232,6 @@ class CalibreKind:
             warnings.append(TRUNCATED)
         meta = {k: v for k, v in conv.metadata.items() if k in ("pages", "chapters")}
         return conv.markdown, conv.source_type, {**meta, "content_hash": conv.content_hash}
-
-    def _ebook_convert(self, data: bytes, fmt: str, warnings: list[str]) -> bytes | None:
-        """The book as EPUB through Calibre's ebook-convert, cached by the source bytes (its
-        output differs run to run, and it takes seconds)."""
-        if not self.ebook_convert or self.docs is None:
-            warnings.append("calibre_no_readable_format")
-            return None
-        digest = hashlib.sha256(data).hexdigest()
-        cache = self.docs.store.root / "calibre-epub" / digest[:2] / f"{digest}.epub"
-        if cache.is_file():
-            return cache.read_bytes()
-        with tempfile.TemporaryDirectory(prefix="ragd-calibre-") as tmp:
-            src, out = Path(tmp) / f"book.{fmt.lower()}", Path(tmp) / "book.epub"
-            src.write_bytes(data)
-            try:
-                done = subprocess.run([self.ebook_convert, str(src), str(out)],
-                                      capture_output=True, timeout=EBOOK_CONVERT_TIMEOUT_S,
-                                      check=False)
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                log.warning("ebook-convert failed on a %s book: %s", fmt, exc)
-                warnings.append("text_ebook_convert_failed")
-                return None
-            if done.returncode != 0 or not out.is_file():
-                log.warning("ebook-convert failed on a %s book (exit %s): %s", fmt,
-                            done.returncode, done.stderr[-500:].decode("utf-8", "replace"))
-                warnings.append("text_ebook_convert_failed")
-                return None
-            epub = out.read_bytes()
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp_cache = cache.with_suffix(".part")
-        tmp_cache.write_bytes(epub)
-        tmp_cache.replace(cache)
-        return epub
 
 
 def _stat(root: Path, rel: str) -> tuple[int, int] | None:

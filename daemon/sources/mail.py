@@ -1,14 +1,19 @@
 """Mail messages: one RFC 5322 message (bytes) parsed into a ``MailMessage``.
 
-Pure: nothing is read here but the bytes given. The standard library's ``email`` package (policy
-``default``) decodes every charset and transfer encoding and RFC 2047 headers; what it cannot
-decode becomes a warning, never an exception. HTML-only bodies are turned into text by the
-``html_to_text`` collaborator passed in. What is embedded drops quoted history and the signature
-(``trimmed``); ``body`` keeps the whole text.
+Pure: nothing is read here but the bytes given. The standard library's ``email`` package
+(policy ``compat32``) splits the MIME parts and undoes transfer encodings; charsets and RFC 2047
+headers are decoded here, bounded: a part is decoded only up to what the body may keep, and only
+with a codec that decodes in linear time (``mail_codec``). What cannot be decoded becomes a
+warning, never an exception. An HTML-only body is kept as HTML (``html``) for the caller to turn
+into text in the conversion worker (``daemon.sources.mailkind``), or turned into text here by the
+``html_to_text`` collaborator when one is passed. What is embedded drops quoted history and the
+signature (``trimmed``); ``body`` keeps the whole text.
 """
 
 from __future__ import annotations
 
+import codecs
+import dataclasses
 import email
 import email.errors
 import email.header
@@ -17,6 +22,7 @@ import email.utils
 import hashlib
 import logging
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +39,10 @@ MAX_RECIPIENTS = 100
 MAX_HEADER_CHARS = 16_384  # of any one header: a To: line of 100,000 addresses is cut here
 MAX_PARTS = 500  # MIME parts looked at; the rest of a message of 20,000 parts is not read
 MAX_BODY_CHARS = 2_000_000  # of text body: a 50 MB log pasted into a mail is cut here
+# Bytes of one part decoded at most: the body's cut at 4 bytes a character (UTF-8's longest);
+# an HTML part may be mostly markup. A 40 MB body is never decoded whole.
+MAX_TEXT_PART_BYTES = 4 * MAX_BODY_CHARS
+MAX_HTML_PART_BYTES = 16 * MAX_BODY_CHARS
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,7 @@ class MailMessage:
     attachments: tuple[Attachment, ...] = ()
     warnings: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    html: str = ""  # an HTML-only body not turned into text yet (``body`` is "" then)
 
     @property
     def uri(self) -> str:
@@ -79,8 +90,9 @@ class MailMessage:
                 "attachments": [a.filename for a in self.attachments]}
 
 
-def parse_message(data: bytes, *, html_to_text: HtmlToText) -> MailMessage | Skip:
-    """Parse one message; a Skip only when nothing of it can be read."""
+def parse_message(data: bytes, *, html_to_text: HtmlToText | None = None) -> MailMessage | Skip:
+    """Parse one message; a Skip only when nothing of it can be read. Without ``html_to_text``
+    an HTML-only body stays HTML, in ``html``, for the caller to convert (``with_body``)."""
     if not data.strip():
         return Skip("empty", "message has no bytes")
     try:
@@ -95,17 +107,29 @@ def parse_message(data: bytes, *, html_to_text: HtmlToText) -> MailMessage | Ski
     warnings: list[str] = []
     try:
         headers = _headers(msg, warnings)
-        body, attachments = _content(msg, html_to_text, warnings)
+        content, attachments = _content(msg, html_to_text, warnings)
     except Exception as exc:  # a parser bug must cost one message, not the mailbox
         log.exception("unexpected error parsing a message")
         return Skip("parse_error", f"{type(exc).__name__}: {exc}")
-    if not body.strip() and not headers["subject"] and not attachments:
+    body, html = ("", content.html) if isinstance(content, _Html) else (content, "")
+    if not body.strip() and not html.strip() and not headers["subject"] and not attachments:
         return Skip("empty", "message has no subject, text or attachment")
     mid = headers["message_id"]
     key = f"mid:{mid}" if mid else "sha256:" + hashlib.sha256(data).hexdigest()
     return MailMessage(key=key, body=body, trimmed=trim_quoted(body),
                        attachments=tuple(attachments), warnings=tuple(dict.fromkeys(warnings)),
-                       **headers)
+                       html=html, **headers)
+
+
+def with_body(msg: MailMessage, text: str, warnings: tuple[str, ...] = ()) -> MailMessage:
+    """``msg`` with its HTML body turned into ``text`` (cut to ``MAX_BODY_CHARS``)."""
+    more = list(warnings)
+    if len(text) > MAX_BODY_CHARS:
+        text = text[:MAX_BODY_CHARS]
+        more.append("body_truncated")
+    text = text.replace("\r\n", "\n")
+    return dataclasses.replace(msg, body=text, trimmed=trim_quoted(text), html="",
+                               warnings=tuple(dict.fromkeys((*msg.warnings, *more))))
 
 
 # -- headers ----------------------------------------------------------------------------------
@@ -187,28 +211,76 @@ def _date(text: str) -> str | None:
 # -- content ----------------------------------------------------------------------------------
 
 
-def _text_of(part: Message, warnings: list[str]) -> str:
-    """A text part's content in its declared charset; an unknown or lying charset falls back
-    to UTF-8, then Windows-1252, with a warning."""
+# Codecs whose decoder is not a table or a C loop: punycode decodes in quadratic time (a
+# 2.9 MB part took 186 s), the escape codecs are Python source syntax, not mail charsets.
+_UNICODE_CODECS = frozenset({"ascii", "iso8859-1", "utf-8", "utf-8-sig", "utf-7", "utf-16",
+                             "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"})
+_WIDE = ("utf-16", "utf-32")
+_ASCII_TEXT = bytes(range(0x20, 0x7F)) + b"\t\n\r\f"
+
+
+def mail_codec(charset: str) -> str | None:
+    """The codec to decode a part declared in ``charset``, or None when there is none or it
+    is refused: only codecs that decode in linear time are used (Unicode's, the single-byte
+    tables, the C codecs of Chinese, Japanese and Korean)."""
+    try:
+        info = codecs.lookup(charset)
+    except (LookupError, ValueError):
+        return None
+    if info.name in _UNICODE_CODECS:
+        return info.name
+    decode = info.decode
+    owner = getattr(decode, "__self__", None)
+    if type(owner).__name__ == "MultibyteCodec":  # the C codecs of CJK charsets
+        return info.name
+    module = sys.modules.get(getattr(decode, "__module__", None) or "")
+    if isinstance(getattr(module, "decoding_table", None), str):  # a single-byte table
+        return info.name
+    return None
+
+
+class _Html:
+    """An HTML body not turned into text yet."""
+
+    def __init__(self, html: str) -> None:
+        self.html = html
+
+
+def _text_of(part: Message, warnings: list[str], *, limit: int = MAX_TEXT_PART_BYTES) -> str:
+    """A text part's content in its declared charset, at most ``limit`` bytes of it decoded.
+    An unknown, refused or lying charset falls back to UTF-8, then Windows-1252, with a
+    warning; UTF-16 or UTF-32 declared over plain ASCII bytes is read as ASCII."""
     raw = part.get_payload(decode=True) or b""
     if not isinstance(raw, bytes):
         return ""
-    charset = part.get_content_charset() or "us-ascii"
-    try:
-        return raw.decode(charset)
-    except (LookupError, UnicodeDecodeError):
-        pass
-    if charset not in ("us-ascii", "ascii"):
+    whole = len(raw) <= limit
+    if not whole:
+        raw = raw[:limit]
+        warnings.append("body_truncated")
+    declared = part.get_content_charset() or "us-ascii"
+    codec = mail_codec(declared)
+    if codec is not None and codec.startswith(_WIDE) and len(raw) >= 4 \
+            and not raw.translate(None, _ASCII_TEXT):
+        warnings.append("charset_mismatch")  # read as what it is, not as CJK garbage
+        codec = "ascii"
+    if codec is not None:
+        try:
+            # Incremental: a part cut at ``limit`` may end inside a character.
+            return codecs.getincrementaldecoder(codec)().decode(raw, final=whole)
+        except UnicodeDecodeError:
+            pass
+    if declared.lower() not in ("us-ascii", "ascii"):
         warnings.append("unknown_charset")
     try:
-        return raw.decode("utf-8")
+        return codecs.getincrementaldecoder("utf-8")().decode(raw, final=whole)
     except UnicodeDecodeError:
         return raw.decode("cp1252", errors="replace")
 
 
-def _content(msg: Message, html_to_text: HtmlToText, warnings: list[str]
-             ) -> tuple[str, list[Attachment]]:
-    """The text body (plain preferred, else HTML as text) and the named attachments."""
+def _content(msg: Message, html_to_text: HtmlToText | None, warnings: list[str]
+             ) -> tuple[str | _Html, list[Attachment]]:
+    """The text body (plain preferred, else HTML: as text with ``html_to_text``, else as
+    HTML) and the named attachments."""
     plain: list[str] = []
     html: list[str] = []
     attachments: list[Attachment] = []
@@ -233,10 +305,12 @@ def _content(msg: Message, html_to_text: HtmlToText, warnings: list[str]
             # A multipart whose boundary never appears is left as one text: read it as such.
             plain.append(_text_of(part, warnings))
         elif ctype == "text/html":
-            html.append(_text_of(part, warnings))
+            html.append(_text_of(part, warnings, limit=MAX_HTML_PART_BYTES))
     if plain and any(p.strip() for p in plain):
         body = "\n\n".join(p.strip("\n") for p in plain)
-    elif html:
+    elif html and html_to_text is None:
+        return _Html("\n".join(html)), attachments
+    elif html and html_to_text is not None:
         body = "\n\n".join(html_to_text(h).strip("\n") for h in html)
     else:
         body = ""

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from daemon.models import Skip
 from daemon.sources.containment import open_inside
@@ -27,16 +28,28 @@ class MboxMessage:
     end: int  # where the next message (or the file) starts
     data: bytes  # without the "From " separator line
     skip: Skip | None = None  # why the message is not read (then ``data`` is empty)
+    warnings: tuple[str, ...] = ()  # what the framing noticed (mbox_unquoted_from)
 
 
+# A line is read at most this much at a time: one line of 3 GB is never held whole.
+PIECE_BYTES = 64 * 1024
 _FROM = re.compile(rb"From \S")
+# What a separator carries after "From ": a sender (or "-"), then a date with a time and a
+# year: "From ada@example.org Thu May  4 10:00:00 2023", Thunderbird's "From - Mon Jan 01
+# 00:00:00 2001", Google Takeout's "... +0000 2023".
+_SEPARATOR_DATE = re.compile(rb"\d{1,2}:\d\d.*\b\d{4}\b|\b\d{4}\b.*\d{1,2}:\d\d")
+_HEADER_START = re.compile(rb"[!-9;-~]+:")
 
 
 def read_mbox(root: str | os.PathLike[str], rel: str, start: int = 0
               ) -> Iterator[MboxMessage | Skip]:
     """The messages of an mbox from byte ``start`` on (0, or the ``end`` of the last message
     read before). A "From " line opens a message only at the start of the file or after a blank
-    line, as mboxo/mboxrd writers guarantee; '>From ' quoting is undone (mboxrd)."""
+    line, as mboxo/mboxrd writers guarantee, and only when it carries a date and a header line
+    follows it: an unquoted "From " line in a body (mboxcl, a careless writer) stays in its
+    message, with the warning ``mbox_unquoted_from``. '>From ' quoting is undone (mboxrd).
+    Lines are read in pieces of ``PIECE_BYTES``; a message over ``MAX_MESSAGE_BYTES`` is not
+    kept in memory but skipped as ``too_large``, and the reader goes on to the next one."""
     opened = open_inside(root, rel)
     if isinstance(opened, Skip):
         yield opened
@@ -44,34 +57,75 @@ def read_mbox(root: str | os.PathLike[str], rel: str, start: int = 0
     fd, _ = opened
     with os.fdopen(fd, "rb") as fh:
         fh.seek(start)
-        pos = offset = start
-        lines: list[bytes] = []
-        size, seen, too_big, blank_before = 0, False, False, True
-        for line in fh:
-            length = len(line)
-            if blank_before and _FROM.match(line):
-                if seen:
-                    yield _message(offset, pos, lines, too_big)
-                offset, lines, size, too_big, seen = pos, [], 0, False, True
-            elif seen:
-                if line.startswith(b">") and line.lstrip(b">").startswith(b"From "):
-                    line = line[1:]
-                size += length
-                if size > MAX_MESSAGE_BYTES:
-                    too_big, lines = True, []
-                elif not too_big:
-                    lines.append(line)
-            pos += length
-            blank_before = line.strip() == b""
-        if seen:
-            yield _message(offset, pos, lines, too_big)
+        yield from _frame(fh, start)
 
 
-def _message(offset: int, end: int, lines: list[bytes], too_big: bool) -> MboxMessage:
-    if too_big:
-        return MboxMessage(offset, end, b"", Skip("too_large", f"message at byte {offset:,} is"
-                                                  f" over {MAX_MESSAGE_BYTES:,} bytes"))
-    return MboxMessage(offset, end, b"".join(lines))
+class _Framing:
+    """The message being read."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.lines: list[bytes] = []
+        self.size = 0
+        self.too_big = False
+        self.warnings: list[str] = []
+
+    def add(self, piece: bytes) -> None:
+        self.size += len(piece)
+        if self.size > MAX_MESSAGE_BYTES:
+            self.too_big, self.lines = True, []
+        elif not self.too_big:
+            self.lines.append(piece)
+
+    def message(self, end: int) -> MboxMessage:
+        if self.too_big:
+            return MboxMessage(self.offset, end, b"", Skip(
+                "too_large", f"message at byte {self.offset:,} is over "
+                f"{MAX_MESSAGE_BYTES:,} bytes"))
+        return MboxMessage(self.offset, end, b"".join(self.lines),
+                           warnings=tuple(dict.fromkeys(self.warnings)))
+
+
+def _frame(fh: BinaryIO, start: int) -> Iterator[MboxMessage]:
+    pos = start
+    current: _Framing | None = None
+    held: tuple[int, bytes] | None = None  # a "From " line waiting for the line after it
+    line_start, blank_before = True, True
+    while True:
+        piece = fh.readline(PIECE_BYTES)
+        length = len(piece)
+        starts, whole = line_start, piece.endswith(b"\n")
+        line_start = whole
+        if held is not None:  # the line after a possible separator decides
+            at, sep = held
+            held = None
+            if piece and _HEADER_START.match(piece):
+                if current is not None:
+                    yield current.message(at)
+                current = _Framing()
+                current.offset = at
+            elif current is not None:
+                current.add(sep)
+                current.warnings.append("mbox_unquoted_from")
+        if not piece:
+            break
+        if starts and whole and blank_before and _FROM.match(piece):
+            if current is None:  # the first message: the file was sniffed as an mbox
+                current = _Framing()
+                current.offset = pos
+            elif _SEPARATOR_DATE.search(piece):
+                held = (pos, piece)
+            else:
+                current.add(piece)
+                current.warnings.append("mbox_unquoted_from")
+        elif current is not None:
+            if starts and piece.startswith(b">") and piece.lstrip(b">").startswith(b"From "):
+                piece = piece[1:]
+            current.add(piece)
+        pos += length
+        blank_before = starts and whole and not piece.strip()
+    if current is not None:
+        yield current.message(pos)
 
 
 # -- listing ------------------------------------------------------------------------------------

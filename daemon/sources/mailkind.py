@@ -5,21 +5,30 @@ renamed when it moves (``new/`` to ``cur/``, a flag, another folder). A message 
 Message-ID (``daemon.sources.mail``), so a rename or a move between folders finds the same key
 with the same content and costs no embedding. What is embedded is the message with its quoted
 history and signature trimmed, then the text of its attachments, converted through the doc store.
+
+Reading a message is bounded (decision 0025): an HTML-only body is turned into text in the
+conversion worker (``daemon.convert.htmltext``), the message as a whole (body and attachments)
+keeps at most ``MAX_MESSAGE_CHARS``, and its attachments are converted until the conversion time
+limit is spent on them all together, not once each.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from daemon.convert.bounds import cut
+from daemon.convert.htmltext import html_text
 from daemon.models import Document, FileState, Skip
 from daemon.sources.base import Entry
 from daemon.sources.files import WalkResult, read_bytes
-from daemon.sources.mail import MailMessage, parse_message
+from daemon.sources.mail import MAX_BODY_CHARS, MailMessage, parse_message, with_body
 from daemon.sources.mailbox import (
     MAX_MESSAGE_BYTES,
     MailFile,
@@ -44,21 +53,38 @@ def plain_text_body(text: str) -> str:
     return _ATX.sub(r"\1\\\2", _SETEXT.sub("\n\n", text))
 
 
-def _html_to_text(html: str) -> str:
-    from daemon.convert.markdown import html_to_text
-
-    return html_to_text(html)
+# The text one message may give, its body and its attachments' together: the body alone is
+# cut at MAX_BODY_CHARS, and a 30 MB text attachment became 35,840 chunks.
+MAX_MESSAGE_CHARS = MAX_BODY_CHARS
+DEFAULT_CONVERT_S = 120.0  # the attachments' time budget without a doc store's settings
 
 
 def content_hash(msg: MailMessage) -> str:
-    """What decides whether a message changed: its headers that are shown, its text and its
-    attachments' bytes; not its folder, flags or the mbox around it."""
-    h = hashlib.sha256(json.dumps(
-        [msg.subject, msg.sender, list(msg.recipients), msg.date, msg.body],
-        ensure_ascii=False).encode("utf-8"))
+    """What decides whether a message changed: its headers that are shown, its text (or its
+    HTML, before it is turned into text) and its attachments' bytes; not its folder, flags or
+    the mbox around it."""
+    shown: list[Any] = [msg.subject, msg.sender, list(msg.recipients), msg.date, msg.body]
+    if msg.html:
+        shown.append(msg.html)
+    h = hashlib.sha256(json.dumps(shown, ensure_ascii=False).encode("utf-8"))
     for a in msg.attachments:
         h.update(a.filename.encode("utf-8", "replace") + b"\0" + hashlib.sha256(a.data).digest())
     return h.hexdigest()
+
+
+def cut_text_bytes(data: bytes, limit: int) -> bytes:
+    """The first ``limit`` bytes of a text file, ending at a line break (else before a UTF-8
+    sequence), so what is kept still decodes as it would have. UTF-16 and UTF-32 (a byte-order
+    mark) are kept whole: their characters are not single bytes."""
+    if len(data) <= limit or data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data
+    at = data.rfind(b"\n", max(0, limit - 65536), limit)
+    if at >= 0:
+        return data[: at + 1]
+    at = limit
+    while at > limit - 4 and at > 0 and data[at] & 0xC0 == 0x80:
+        at -= 1
+    return data[:at]
 
 
 class MailKind:
@@ -68,9 +94,10 @@ class MailKind:
     newest_by_date = True  # the backlog embeds recent mail first, by the date it was sent
 
     def __init__(self, docs: Documents | None = None, *, only: str | None = None,
-                 html_to_text: Callable[[str], str] = _html_to_text) -> None:
+                 html_to_text: Callable[[str], str] | None = None) -> None:
         self.docs = docs
         self.only = only  # one file of the root, when [email] paths names a file
+        # None: HTML bodies go to the conversion worker (tags stripped without one).
         self.html_to_text = html_to_text
         self._files: dict[str, MailFile] = {}
 
@@ -100,7 +127,7 @@ class MailKind:
                 elif m.skip is not None:
                     yield self._skipped(rel, str(m.offset), m.skip, m.end)
                 else:
-                    yield self._entry(root, rel, str(m.offset), m.data, m.end)
+                    yield self._entry(root, rel, str(m.offset), m.data, m.end, m.warnings)
             return
         data = read_bytes(root, rel, MAX_MESSAGE_BYTES)
         if isinstance(data, Skip):
@@ -126,24 +153,45 @@ class MailKind:
         key = f"skip:{rel}" + (f"#{locator}" if locator else "")
         return Entry(key, locator, "", end, lambda: skip)
 
-    def _entry(self, root: Path, rel: str, locator: str, data: bytes, end: int) -> Entry:
-        msg = parse_message(data, html_to_text=self.html_to_text)
+    def _entry(self, root: Path, rel: str, locator: str, data: bytes, end: int,
+               framing: tuple[str, ...] = ()) -> Entry:
+        msg = parse_message(data)
         if isinstance(msg, Skip):
             return self._skipped(rel, locator, msg, end)
+        if framing:  # what the mbox reader noticed around the message
+            msg = dataclasses.replace(msg, warnings=tuple(dict.fromkeys(
+                (*msg.warnings, *framing))))
         location = self.location_metadata(root, msg.key, rel, locator)
         return Entry(msg.key, locator, content_hash(msg), end,
                      lambda: self.document(msg, location), location)
 
     def document(self, msg: MailMessage, location: dict[str, Any]) -> Document:
         """The message as the pipeline chunks it: who wrote it and when, what they wrote (the
-        quoted history and signature trimmed), then each attachment's text."""
+        quoted history and signature trimmed), then each attachment's text. At most
+        ``MAX_MESSAGE_CHARS`` in all (``attachment_truncated``); the attachments are converted
+        until the conversion time limit is spent (``attachment_time_budget``)."""
+        deadline = time.monotonic() + (self.docs.settings.timeout_s if self.docs is not None
+                                       else DEFAULT_CONVERT_S)
+        if msg.html and not msg.body:
+            msg = self.html_body(msg)
         warnings = list(msg.warnings)
         head = f"From: {msg.sender}" + (f" · {msg.date[:10]}" if msg.date else "")
         parts = [head, plain_text_body(msg.trimmed.strip())]
+        budget = MAX_MESSAGE_CHARS - len(parts[1])
         for att in msg.attachments:
-            text = self._attachment_text(att.filename, att.data, warnings)
+            if budget <= 0:
+                warnings.append("attachment_truncated")
+                break
+            if time.monotonic() >= deadline:
+                warnings.append("attachment_time_budget")
+                break
+            text = self._attachment_text(att.filename, att.data, warnings, budget)
+            text, was_cut = cut(text, budget)
+            if was_cut:
+                warnings.append("attachment_truncated")
             if text:  # its headings one level down, under the attachment's own
                 parts.append(f"## Attachment: {att.filename}\n\n" + _HEADING.sub(r"#\1", text))
+                budget -= len(text)
         metadata = {**msg.metadata(location["folder"]), **location}
         metadata.setdefault("source_uri", msg.uri)
         return Document(title=msg.subject.strip() or "(no subject)",
@@ -151,7 +199,19 @@ class MailKind:
                         metadata=metadata, date=msg.date[:10] if msg.date else None,
                         warnings=tuple(dict.fromkeys(warnings)))
 
-    def _attachment_text(self, filename: str, data: bytes, warnings: list[str]) -> str:
+    def html_body(self, msg: MailMessage) -> MailMessage:
+        """``msg`` with its HTML-only body turned into text: in the conversion worker, or by
+        stripping tags when the HTML is too complex or the worker could not read it."""
+        warnings: list[str] = []
+        if self.html_to_text is not None:
+            text = self.html_to_text(msg.html)
+        else:
+            converter = self.docs.store.converter if self.docs is not None else None
+            text = html_text(msg.html, converter, warnings=warnings, stripped="html_body_stripped")
+        return with_body(msg, text, tuple(warnings))
+
+    def _attachment_text(self, filename: str, data: bytes, warnings: list[str],
+                         budget: int) -> str:
         if self.docs is None or not data:
             return ""
         from daemon.convert.formats import format_for
@@ -162,6 +222,9 @@ class MailKind:
         if len(data) > self.docs.settings.max_file_bytes:
             warnings.append("attachment_too_large")
             return ""
+        if not fmt.in_worker and len(data) > 4 * budget:  # text: never decoded past the cut
+            data = cut_text_bytes(data, 4 * budget)
+            warnings.append("attachment_truncated")
         conv = self.docs.store.convert(data, fmt, source_path=f"attachment:{filename}")
         if isinstance(conv, Skip):
             warnings.append("attachment_" + conv.code)

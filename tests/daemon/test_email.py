@@ -203,13 +203,25 @@ def test_same_message_in_two_folders(app: App, mailroot: Path, real_embedder: An
 
 def test_interrupted_pass_resumes(mailroot: Path, real_embedder: Any,
                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """Stopped mid-mailbox, after some groups committed: the next pass reads the mailbox
-    again, embeds nothing twice, and ends with every message indexed once."""
+    """Stopped mid-mailbox, after some groups committed: the mailbox is recorded as read up
+    to the last message handled, the next pass reads on from there (not from the start),
+    embeds nothing twice, and ends with every message indexed once."""
+    from daemon.sources import mailkind
+
     monkeypatch.setattr(pipeline, "GROUP_SOURCES", 2)
     words = ["heron", "ibis", "jacana", "kestrel", "lapwing", "merlin", "nightjar"]
-    (mailroot / "Birds.mbox").write_bytes(mbox_bytes(
+    box = mailroot / "Birds.mbox"
+    box.write_bytes(mbox_bytes(
         [message(f"Bird {w}", f"Seen today: a {w} by the lake.") for w in words]))
     calls = {"n": 0}
+    starts: list[int] = []
+    read_mbox = mailkind.read_mbox
+
+    def recorded(root: Any, rel: str, start: int = 0) -> Any:
+        starts.append(start)
+        return read_mbox(root, rel, start)
+
+    monkeypatch.setattr(mailkind, "read_mbox", recorded)
 
     def should_stop() -> bool:
         calls["n"] += 1
@@ -220,10 +232,13 @@ def test_interrupted_pass_resumes(mailroot: Path, real_embedder: Any,
             a.sync_all()
         partial = a.collection_info("email")["message_count"]
         assert 0 < partial < len(words)
-        assert a.catalog.container_records(a.catalog.collection("email").id) == []  # type: ignore[union-attr]
+        (record,) = a.catalog.container_records(a.catalog.collection("email").id)  # type: ignore[union-attr]
+        assert 0 < record.read_to == record.size < box.stat().st_size
     calls = real_embedder.calls
+    starts.clear()
     with open_app(mailroot, real_embedder) as a:
         report = sync(a)
+        assert starts == [record.read_to]  # on from where it stopped, not from byte 0
         assert report.indexed == len(words) - partial
         # The first pass committed its messages, then stopped before their vectors: this pass
         # embeds those from the backlog and the new ones, each chunk once.
@@ -232,6 +247,8 @@ def test_interrupted_pass_resumes(mailroot: Path, real_embedder: Any,
         assert a.collection_info("email")["message_count"] == len(words)
         assert a.consistency()["ok"]
         assert sync(a).indexed == 0
+        (record,) = a.catalog.container_records(a.catalog.collection("email").id)  # type: ignore[union-attr]
+        assert record.read_to == record.size == box.stat().st_size
 
 
 def test_results_carry_the_message_metadata(app: App, mailroot: Path) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from conftest import corpus_path
 
+from daemon.convert.markdown import html_to_text as _html_to_text
 from daemon.runtime.app import App
 from daemon.search.engine import SearchRequest
 from daemon.search.filters import Filters
@@ -20,7 +21,6 @@ from daemon.settings.paths import resolve_paths
 from daemon.sources.files import read_bytes
 from daemon.sources.mail import MailMessage, parse_message
 from daemon.sources.mailbox import MboxMessage, list_mail, read_emlx, read_mbox
-from daemon.sources.mailkind import _html_to_text
 
 # Indexing 1,064 messages takes minutes on two cores: more than the default limit.
 pytestmark = [pytest.mark.slow, pytest.mark.corpus, pytest.mark.timeout(1800)]

@@ -40,6 +40,28 @@ class NotFound(RagdError):
     code = "not_found"
 
 
+class PathRefused(InvalidArgument):
+    """A path a request may not read, or that names nothing readable: ``code`` says which
+    (``outside_reach``, ``hidden_path``, ``ragd_data``, ``system_file``, ``not_found``,
+    ``not_regular``, ``unreadable``, ``unsupported``, ``nul_in_path``, ...), so a client can
+    tell a refusal from a typo without parsing the sentence."""
+
+    code = "path_refused"
+
+    def __init__(self, param: str, message: str, hint: str = "", *, code: str | None = None
+                 ) -> None:
+        super().__init__(param, message, hint)
+        if code:
+            self.code = code
+
+
+class IndexFailed(RagdError):
+    """An explicit index request ended on an unexpected error: the reply says what ``ragd
+    status`` lists, instead of an internal error."""
+
+    code = "index_failed"
+
+
 class IndexMismatch(RagdError):
     """The stored indexes were built with another embedding fingerprint."""
 

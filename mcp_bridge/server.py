@@ -76,10 +76,13 @@ def _sentence(text: str) -> str:
 def error_text(tool: str, exc: RagdError, spec: ToolSpec | None = None) -> str:
     """What happened and what to do, in words a model can pass on to the user."""
     hint, fix = exc.hint, "What to do"
+    # The code names the kind of failure (outside_reach, hidden_path, library_unreadable, ...)
+    # where the class alone does not.
+    code = f" ({exc.code})" if exc.code not in ("error", InvalidArgument.code) else ""
     if isinstance(exc, InvalidArgument):
         prefix = f"{exc.param}: "
         detail = exc.message[len(prefix):] if exc.message.startswith(prefix) else exc.message
-        head = f"Invalid argument `{exc.param}` for {tool}: {detail.rstrip('.')}."
+        head = f"Invalid argument `{exc.param}` for {tool}{code}: {detail.rstrip('.')}."
         fix = "Fix"
     elif isinstance(exc, NotFound) and spec is not None and spec.method != "search":
         # The daemon's NotFound is about the collection named in the call.
@@ -100,7 +103,7 @@ def error_text(tool: str, exc: RagdError, spec: ToolSpec | None = None) -> str:
     elif isinstance(exc, DaemonUnavailable):
         head = f"{tool} could not reach ragd's background service (the daemon): {exc.message}."
     else:
-        head = f"{tool} failed: {exc.message.rstrip('.')}."
+        head = f"{tool} failed{code}: {exc.message.rstrip('.')}."
     return head + (f" {fix}: {_sentence(hint)}" if hint else "")
 
 

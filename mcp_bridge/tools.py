@@ -13,15 +13,21 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from daemon.convert.formats import check_convert_path
 from daemon.errors import InvalidArgument
-from daemon.settings.policy import check_name
+from daemon.ipc.protocol import (
+    MAX_FILTER_CHARS,
+    MAX_NAME_CHARS,
+    MAX_PATH_CHARS,
+    MAX_QUERY_CHARS,
+)
+from daemon.settings.policy import check_name, check_path_text, hidden_part, named_document
 
 SEARCH, INDEX = "search", "index"
 TOOLSETS: dict[str, tuple[str, ...]] = {
@@ -43,7 +49,7 @@ INFO_FIELDS = ("name", "type", "description", "created_at", "source_count", "chu
                "last_indexed", "source_types", "sample_titles")
 INDEX_FIELDS = ("collection", "indexed", "skipped", "errors", "total_found")
 CONVERT_FIELDS = ("file_path", "title", "source_type", "content_hash", "cached", "markdown",
-                  "metadata")
+                  "metadata", "truncated", "total_chars")
 DOC_STORE_FIELDS = ("source_path", "content_hash", "file_size", "file_modified_at",
                     "discovered_at")
 
@@ -164,7 +170,8 @@ CONVERT_OUTPUT = _object({
     "file_path": {"type": "string"}, "title": {"type": "string"},
     "source_type": {"type": "string"}, "content_hash": {"type": "string"},
     "cached": {"type": "boolean"}, "markdown": {"type": "string"},
-    "metadata": {"type": "object"},
+    "metadata": {"type": "object"}, "truncated": {"type": "boolean"},
+    "total_chars": _COUNT,
 }, CONVERT_FIELDS)
 
 _DOC = _object({
@@ -227,10 +234,16 @@ Convert one document file to markdown and return the text: PDF (a `## Page N` he
 each page), Word (DOCX), PowerPoint (PPTX, by slide), Excel (XLSX, each sheet as a table), \
 HTML, EPUB (chapters in reading order), images (OCR, when Tesseract is installed), LaTeX, CSV, \
 Markdown and plain text. Use it to read a document the user points at, whether or not it is \
-indexed. `file_path` must be an absolute path to a regular file. Conversions are cached by \
-content: the same file (or a copy of it) a second time answers at once (`cached` is true). \
-Returns {file_path, title, source_type, content_hash, cached, markdown, metadata} (metadata: \
-pages, authors, slides, sheets, ... where the format has them)."""
+indexed. `file_path` must be an absolute path to a regular file inside one of ragd's \
+collections or a folder the user allows in config.toml ([convert] allow: by default their \
+Documents, Downloads and Desktop folders); hidden files and folders are never read. A \
+refusal names the setting: pass it on to the user rather than trying other paths. \
+Conversions are cached by content: the same file (or a copy of it) a second time answers at \
+once (`cached` is true). One answer carries at most 200,000 characters of markdown (the \
+user's [convert] max_reply_chars): `truncated` is true when the document is longer \
+(`total_chars`); rag_search finds passages of an indexed document. Returns {file_path, \
+title, source_type, content_hash, cached, markdown, metadata, truncated, total_chars} \
+(metadata: pages, authors, slides, sheets, ... where the format has them)."""
 
 DOC_STORE_DESCRIPTION = """\
 List the documents in ragd's conversion cache (the doc store): every PDF, DOCX, EPUB, ... that \
@@ -253,7 +266,8 @@ def _reject_unknown(tool: str, args: Mapping[str, Any], schema: dict[str, Any]) 
                                   f"use only these parameters: {known}")
 
 
-def _text(args: Mapping[str, Any], name: str, *, required: bool = False) -> str | None:
+def _text(args: Mapping[str, Any], name: str, *, required: bool = False,
+          limit: int = MAX_NAME_CHARS) -> str | None:
     value = args.get(name)
     if value is None or (isinstance(value, str) and not value.strip()):
         if required:
@@ -261,8 +275,11 @@ def _text(args: Mapping[str, Any], name: str, *, required: bool = False) -> str 
                                   f"pass {name} as a non-empty string")
         return None
     if not isinstance(value, str):
-        raise InvalidArgument(name, f"must be a string, got {type(value).__name__} {value!r:.60}",
+        raise InvalidArgument(name, f"must be a string, got {type(value).__name__}",
                               f"pass {name} as a string" + ("" if required else ", or omit it"))
+    if len(value) > limit:  # refused by its length, before anything reads it
+        raise InvalidArgument(name, f"is too long ({len(value):,} characters; at most "
+                              f"{limit:,})", f"pass a shorter {name}")
     return value.strip()
 
 
@@ -274,8 +291,8 @@ def _top_k(value: Any) -> int:
         number = value
     elif isinstance(value, float) and value.is_integer():
         number = int(value)
-    elif isinstance(value, str) and value.strip().isdigit():
-        number = int(value.strip())
+    elif isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 9:
+        number = int(value.strip())  # (int() refuses strings past 4,300 digits)
     if number is None:
         raise InvalidArgument("top_k", f"must be a whole number, got {value!r:.60}",
                               "pass a number from 1 to 100 (default 10)")
@@ -303,14 +320,14 @@ def parse_search(args: Mapping[str, Any]) -> dict[str, Any]:
     """rag_search arguments -> the daemon's ``search`` params."""
     _reject_unknown("rag_search", args, SEARCH_INPUT)
     params: dict[str, Any] = {
-        "query": _text(args, "query", required=True),
+        "query": _text(args, "query", required=True, limit=MAX_QUERY_CHARS),
         "collection": _text(args, "collection"),
         "top_k": _top_k(args.get("top_k")),
         "source_type": _text(args, "source_type"),
         "date_from": _date(args, "date_from"),
         "date_to": _date(args, "date_to"),
-        "sender": _text(args, "sender"),
-        "author": _text(args, "author"),
+        "sender": _text(args, "sender", limit=MAX_FILTER_CHARS),
+        "author": _text(args, "author", limit=MAX_FILTER_CHARS),
     }
     if params["date_from"] and params["date_to"] and params["date_from"] > params["date_to"]:
         raise InvalidArgument("date_from", f"{params['date_from']} is after date_to "
@@ -331,14 +348,16 @@ def parse_info(args: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def parse_convert(args: Mapping[str, Any]) -> dict[str, Any]:
-    """rag_convert arguments -> the daemon's ``convert`` params: an absolute path to a readable
-    regular file of a supported type (``daemon.convert.formats``; the daemon checks again)."""
+    """rag_convert arguments -> the daemon's ``convert`` params: an absolute path, not hidden,
+    not a system file. Only its text is checked here: whether it lies where an AI client may
+    read, exists and converts is the daemon's to say (``daemon.settings.policy``), so a path
+    outside that reach learns nothing, not even whether it exists."""
     _reject_unknown("rag_convert", args, CONVERT_INPUT)
     raw = args.get("file_path")
     if raw is not None and not isinstance(raw, str):
         raise InvalidArgument("file_path", f"must be a string, got {type(raw).__name__}",
                               "pass the absolute path of the document as a string")
-    return {"file_path": check_convert_path(raw)}
+    return {"file_path": named_document(raw, "file_path", hidden=True)}
 
 
 def parse_doc_store(args: Mapping[str, Any]) -> dict[str, Any]:
@@ -356,20 +375,31 @@ def parse_index(args: Mapping[str, Any]) -> dict[str, Any]:
     _reject_unknown("rag_index", args, INDEX_INPUT)
     params: dict[str, Any] = {"collection": check_name(_text(args, "collection", required=True)),
                               "wait": True}
-    raw = _text(args, "path")
+    raw = _text(args, "path", limit=MAX_PATH_CHARS)
     if raw is not None:
-        path = Path(raw).expanduser()
+        path = Path(check_path_text(raw, "path")).expanduser()
         if not path.is_absolute():
             raise InvalidArgument("path", f"{raw!r} is relative",
                                   "pass the absolute path of the folder to index (the MCP "
                                   "server's working directory is not yours)")
-        if not path.exists():
-            raise InvalidArgument("path", f"{str(path)!r} does not exist",
-                                  "pass the absolute path of an existing folder")
-        if not path.is_dir():
-            raise InvalidArgument("path", f"{str(path)!r} is a file, not a folder",
-                                  "pass the folder that holds the documents")
-        params["path"] = str(path.resolve())
+        part = hidden_part(os.path.normpath(path))
+        if part:  # refused before it is looked at; the daemon refuses it too
+            raise InvalidArgument("path", f"{str(path)!r} is or lies in a hidden folder "
+                                  f"({part})", "hidden folders hold settings and keys, so an "
+                                  "AI client may not index them")
+        try:
+            if not path.exists():
+                raise InvalidArgument("path", f"{str(path)!r} does not exist",
+                                      "pass the absolute path of an existing folder")
+            if not path.is_dir():
+                raise InvalidArgument("path", f"{str(path)!r} is a file, not a folder",
+                                      "pass the folder that holds the documents")
+        except OSError as exc:  # /proc/1/cwd/x as another user: PermissionError
+            raise InvalidArgument("path", f"{str(path)!r} cannot be looked at: "
+                                  f"{exc.strerror or exc}", "pass a folder of yours") from None
+        # As written, links and all: the daemon refuses /proc/self/cwd by its name as well
+        # as by what it leads to (daemon.settings.policy.check_root).
+        params["path"] = os.path.normpath(path)
     return params
 
 
@@ -418,6 +448,9 @@ def shape_convert(answer: Any) -> dict[str, Any]:
     out["cached"] = bool(out["cached"])
     out["markdown"] = out["markdown"] or ""
     out["metadata"] = out["metadata"] if isinstance(out["metadata"], dict) else {}
+    out["truncated"] = bool(out["truncated"])
+    total = out["total_chars"]
+    out["total_chars"] = total if isinstance(total, int) else len(out["markdown"])
     return out
 
 

@@ -242,14 +242,16 @@ def search_params(args: argparse.Namespace) -> dict[str, Any]:
             "explain": args.explain}
 
 
+CONVERT_PIECE_CHARS = 2_000_000  # asked of the daemon per call (its most, protocol's limit)
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
-    """The markdown of one document, through the daemon's doc store when it runs (cached by
-    content either way)."""
+    """The markdown of one document, whole, through the daemon's doc store when it runs
+    (cached by content either way). The command line reads any path the user names; a long
+    document comes from the daemon in pieces, each a bounded reply."""
     path = os.path.abspath(os.path.expanduser(args.file))
     if _daemon_running():
-        from daemon.cli.remote import remote_convert
-
-        answer = remote_convert(path)
+        answer = _remote_convert_whole(path)
     else:
         from daemon.convert.documents import DocumentSettings, convert_file, open_documents
         from daemon.settings.config import load_config
@@ -257,14 +259,38 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
         paths = resolve_paths()
         paths.ensure()
-        settings = DocumentSettings.from_config(load_config(paths))
+        config = load_config(paths)
+        settings = DocumentSettings.from_config(config)
         docs = open_documents(paths.docstore_dir, settings)
         try:
-            answer = convert_file(docs.store, path, max_bytes=settings.max_file_bytes)
+            answer = convert_file(docs.store, path, max_bytes=settings.max_file_bytes,
+                                  keep_outside=config.convert.keep_outside,
+                                  max_chars=sys.maxsize - 1)
         finally:
             docs.close()
     print(json.dumps(answer, indent=2, ensure_ascii=False) if args.json else answer["markdown"])
     return 0
+
+
+def _remote_convert_whole(path: str) -> dict[str, Any]:
+    """Every piece of a conversion, joined; the same bytes throughout, or a clear error."""
+    from daemon.cli.remote import call_when_ready
+    from daemon.errors import RagdError
+    from daemon.runtime.launch import connect
+
+    params: dict[str, Any] = {"file_path": path, "max_chars": CONVERT_PIECE_CHARS}
+    with connect(call_timeout=300.0) as client:
+        answer: dict[str, Any] = call_when_ready(client, "convert", params)
+        pieces = [answer["markdown"]]
+        while answer.get("truncated") and answer.get("next_offset") is not None:
+            more = client.call("convert", {**params, "offset": answer["next_offset"]})
+            if more.get("content_hash") != answer.get("content_hash"):
+                raise RagdError(f"{path} changed while it was read", "run the command again")
+            pieces.append(more["markdown"])
+            answer = {**more, "offset": answer.get("offset", 0)}
+    markdown = "".join(pieces)
+    return {**answer, "markdown": markdown, "chars": len(markdown), "truncated": False,
+            "next_offset": None}
 
 
 def cmd_search(args: argparse.Namespace) -> int:

@@ -87,6 +87,7 @@ class DocStore:
         self._db.executescript(_SCHEMA)
         self._lock = threading.RLock()
         self.convert_seconds = 0.0  # time spent converting (cache misses), for reports
+        self._recent: tuple[Path, dict[str, Any]] | None = None  # the last one not kept
 
     def close(self) -> None:
         self.converter.close()
@@ -99,15 +100,22 @@ class DocStore:
             f"{content_hash}.{fmt.name}-{fmt.version}.json"
 
     def convert(self, data: bytes, fmt: Format, *, source_path: str | None = None,
-                mtime_ns: int | None = None) -> Conversion | Skip:
+                mtime_ns: int | None = None, keep: bool = True) -> Conversion | Skip:
         """The markdown of ``data``: from the cache when these bytes were converted before by
         this converter version, else converted now (and cached unless the failure may pass).
-        ``source_path`` is recorded for ``rag_doc_store_info``."""
+        ``source_path`` is recorded for ``rag_doc_store_info``.
+
+        With ``keep=False`` (a document outside the collections, decision 0023) nothing is
+        written: neither the path nor the conversion. The last such conversion stays in
+        memory only, so that reading a long one in pieces converts it once."""
         content_hash = hashlib.sha256(data).hexdigest()
-        if source_path is not None:
+        if source_path is not None and keep:
             self.record(source_path, content_hash, fmt, len(data), mtime_ns)
         path = self.object_path(content_hash, fmt)
         stored = self._load(path)
+        if stored is None and not keep and self._recent is not None \
+                and self._recent[0] == path:
+            stored = self._recent[1]
         if stored is not None:
             return self._result(stored, content_hash, fmt, cached=True, seconds=0.0)
         t0 = time.perf_counter()
@@ -115,13 +123,16 @@ class DocStore:
         seconds = time.perf_counter() - t0
         self.convert_seconds += seconds
         if isinstance(answer, Skip):
-            if answer.code not in _TRANSIENT:
+            if answer.code not in _TRANSIENT and keep:
                 self._store(path, {"skip": {"code": answer.code, "detail": answer.detail}})
             return answer
         entry = {"title": str(answer.get("title") or ""),
                  "markdown": str(answer.get("markdown") or ""),
                  "metadata": answer.get("metadata") or {}}
-        self._store(path, entry)
+        if keep:
+            self._store(path, entry)
+        else:
+            self._recent = (path, entry)
         return self._result(entry, content_hash, fmt, cached=False, seconds=seconds)
 
     def _convert(self, fmt: Format, data: bytes) -> dict[str, Any] | Skip:

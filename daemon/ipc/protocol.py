@@ -20,7 +20,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from daemon.errors import InvalidArgument, ProtocolMismatch, RagdError
+from daemon.errors import InvalidArgument, PathRefused, ProtocolMismatch, RagdError
 
 PROTOCOL_VERSION = 1
 JSONRPC_VERSION = "2.0"
@@ -40,6 +40,32 @@ METHODS: tuple[str, ...] = (
 )
 
 RESTART_HINT = "restart the daemon: `ragd stop && ragd start`"
+
+# Every client accepts replies up to this size (``daemon.ipc.client.MAX_REPLY_BYTES``); the
+# daemon never sends a bigger frame: such a reply becomes a ``reply_too_large`` error.
+MAX_REPLY_BYTES = 64 * 1024 * 1024
+
+# Who a connection speaks for is the name it gives in ``hello``. The command line is the user's
+# own hand; every other client (the MCP bridge, whose tool calls come from a language model
+# that may be steered by what it reads) gets the reach of an AI client (decision 0023). A
+# tool call cannot change it: the bridge says hello itself and its tools have no such
+# parameter.
+USER_CLIENT = "ragd-cli"
+
+
+def speaks_for_user(client: str | None) -> bool:
+    """Whether a connection that said hello as ``client`` is the user's command line."""
+    return client == USER_CLIENT
+
+
+# Longest accepted parameters, in characters: generous for a person, refused by length before
+# anything reads them (a 100,000-character `author` became a LIKE pattern SQLite refused).
+MAX_QUERY_CHARS = 200_000  # a pasted page of 20,000 words is a supported query (decision 0019)
+MAX_FILTER_CHARS = 1_000  # sender, author, folder, a tag
+MAX_NAME_CHARS = 256  # collection, source_type, mode, rebuild, date_from/to
+MAX_PATH_CHARS = 4096  # the same as daemon.settings.policy.MAX_PATH_CHARS
+MAX_TAGS = 100
+MAX_CONVERT_CHARS = 2_000_000  # the most one convert reply may carry: < 12 MB as JSON
 
 # The RagdError code a client sees for each protocol-level failure.
 _PROTOCOL_CODES = {
@@ -205,14 +231,26 @@ def exception_from_error(error: Mapping[str, Any]) -> RagdError:
     rpc_code = error.get("code")
     code = data.get("code") or (_PROTOCOL_CODES.get(rpc_code) if isinstance(rpc_code, int)
                                 else None)
-    if rpc_code == INVALID_PARAMS or code == InvalidArgument.code:
-        param = data.get("param")
-        param = param if isinstance(param, str) and param else "params"
+    raw_param = data.get("param")
+    if rpc_code == INVALID_PARAMS or code == InvalidArgument.code or \
+            (isinstance(raw_param, str) and raw_param):
+        # An error about a parameter, whatever its code (path_refused, outside_reach, ...).
+        param = raw_param if isinstance(raw_param, str) and raw_param else "params"
         # The daemon's message already starts with "param: "; the constructor adds it again.
         prefix = f"{param}: "
         text = message[len(prefix):] if message.startswith(prefix) else message
-        kind = InvalidParams if rpc_code == INVALID_PARAMS else InvalidArgument
-        return kind(param, text, hint)
+        known = _error_classes().get(code) if isinstance(code, str) else None
+        kind: type[InvalidArgument]
+        if rpc_code == INVALID_PARAMS:
+            kind = InvalidParams
+        elif known is not None and issubclass(known, InvalidArgument):
+            kind = known
+        else:  # a refusal with a code of its own (outside_reach, not_regular, ...)
+            kind = PathRefused
+        exc_param = kind(param, text, hint)
+        if isinstance(code, str) and code != exc_param.code and rpc_code != INVALID_PARAMS:
+            exc_param.code = code
+        return exc_param
     if rpc_code == PROTOCOL_MISMATCH:
         return ProtocolMismatch(message, hint or RESTART_HINT)
     if rpc_code == METHOD_NOT_FOUND:
@@ -288,43 +326,53 @@ _MODELS: dict[str, Any] = {}
 def _build_models() -> dict[str, Any]:
     # Built on first use: importing pydantic and building the schemas costs a thin client
     # ~0.2 s it never needs, since only the daemon validates params.
-    from pydantic import BaseModel, ConfigDict
+    from typing import Annotated
+
+    from pydantic import BaseModel, ConfigDict, Field
 
     class _Params(BaseModel):
         # Strict: a JSON client sends real ints and strings; a typo'd field name is an error.
         model_config = ConfigDict(extra="forbid", strict=True)
 
+    Query = Annotated[str, Field(max_length=MAX_QUERY_CHARS)]
+    Filter = Annotated[str, Field(max_length=MAX_FILTER_CHARS)]
+    Name = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
+    PathText = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
+
     class SearchParams(_Params):
         """Search; ``mode`` and ``top_k`` ranges are checked by the search engine."""
 
-        query: str
-        collection: str | None = None
+        query: Query
+        collection: Name | None = None
         top_k: int = 10
-        source_type: str | None = None
-        date_from: str | None = None  # YYYY-MM-DD
-        date_to: str | None = None
-        sender: str | None = None
-        author: str | None = None
-        mode: str = "hybrid"
-        folder: str | None = None
-        tags: list[str] = []
+        source_type: Name | None = None
+        date_from: Name | None = None  # YYYY-MM-DD
+        date_to: Name | None = None
+        sender: Filter | None = None
+        author: Filter | None = None
+        mode: Name = "hybrid"
+        folder: Filter | None = None
+        tags: Annotated[list[Filter], Field(max_length=MAX_TAGS)] = []
         explain: bool = False
 
     class IndexParams(_Params):
-        collection: str | None = None
-        path: str | None = None  # absolute: the daemon's working directory means nothing
+        collection: Name | None = None
+        path: PathText | None = None  # absolute: the daemon's working directory means nothing
         wait: bool = True
-        rebuild: str | None = None
+        rebuild: Name | None = None
         allow_large: bool = False  # lift index.max_files for this project (a terminal's call)
 
     class SkippedParams(_Params):
-        collection: str | None = None
+        collection: Name | None = None
 
     class CollectionInfoParams(_Params):
-        collection: str
+        collection: Name
 
     class ConvertParams(_Params):
-        file_path: str  # absolute; checked again by the daemon (daemon.convert.formats)
+        file_path: PathText  # absolute; where it may lie: daemon.settings.policy.convert_target
+        # A long document in pieces (the command line; rag_convert has only file_path).
+        offset: Annotated[int, Field(ge=0)] = 0
+        max_chars: Annotated[int, Field(ge=1, le=MAX_CONVERT_CHARS)] | None = None
 
     class DocStoreInfoParams(_Params):
         pass
@@ -387,4 +435,11 @@ def _describe(error: Mapping[str, Any]) -> str:
         return "is required"
     if kind == "extra_forbidden":
         return "is not a parameter of this method"
+    ctx = error.get("ctx") or {}
+    if kind in ("string_too_long", "too_long"):
+        # Never the value itself: it may be 100,000 characters long.
+        got = error.get("input")
+        size = f"{len(got):,} " if isinstance(got, str | list) else ""
+        unit = "characters" if kind == "string_too_long" else "items"
+        return f"is too long ({size}{unit}; at most {ctx.get('max_length', '?'):,})"
     return str(error.get("msg", "is invalid")).lower()

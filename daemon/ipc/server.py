@@ -243,6 +243,18 @@ class Connection:
             log.error("cannot encode the reply to request %r (reference %s)",
                       message.get("id"), ref, exc_info=exc)
             frame = p.encode(p.error_from_exception(message.get("id"), exc, ref))
+        limit = self._server.max_reply_bytes
+        if len(frame) > limit:
+            # A frame the client would refuse, and then drop the connection over: an error it
+            # can read instead (every tool bounds its own answers; this is the last guard).
+            log.warning("connection %d: a %d-byte reply to request %r is over the %d-byte "
+                        "limit; sending an error instead", self.id, len(frame),
+                        message.get("id"), limit)
+            frame = p.encode(p.error_response(
+                message.get("id"), p.APPLICATION_ERROR,
+                f"the answer is {len(frame):,} bytes, over the {limit:,}-byte limit of one "
+                "reply", {"code": "reply_too_large", "limit": limit,
+                          "hint": "ask for less (a smaller top_k, one document at a time)"}))
         self._writer.write(frame)
         try:
             await self._writer.drain()
@@ -281,11 +293,13 @@ class IpcServer:
 
     def __init__(self, dispatch: Dispatch, *, max_frame_bytes: int, version: str,
                  max_inflight: int = DEFAULT_MAX_INFLIGHT,
-                 notify_buffer_bytes: int = DEFAULT_NOTIFY_BUFFER_BYTES) -> None:
+                 notify_buffer_bytes: int = DEFAULT_NOTIFY_BUFFER_BYTES,
+                 max_reply_bytes: int = p.MAX_REPLY_BYTES) -> None:
         if max_frame_bytes < 1024:
             raise ValueError("max_frame_bytes must be at least 1024")
         self.dispatch = dispatch
         self.max_frame_bytes = max_frame_bytes
+        self.max_reply_bytes = max_reply_bytes  # the largest frame we send (clients' limit)
         self.version = version
         self.max_inflight = max_inflight
         self.notify_buffer_bytes = notify_buffer_bytes

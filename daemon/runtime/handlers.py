@@ -7,12 +7,14 @@ up another; nothing here waits for the writer unless the caller asked to (index 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from daemon.errors import InvalidArgument
+from daemon.errors import IndexFailed, InvalidArgument, RagdError
+from daemon.ipc.protocol import speaks_for_user
 from daemon.runtime.scheduler import EXPLICIT, Job
-from daemon.settings.policy import check_name
+from daemon.settings.policy import Reach, allow_folders, check_name, check_root
 from daemon.stores import index_names
 
 if TYPE_CHECKING:
@@ -84,6 +86,9 @@ async def index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
         if not name:
             raise InvalidArgument("collection", "is required with path",
                                   "name the project collection to create or update")
+        # An AI client may not make a hidden folder (~/.ssh, ~/.aws) searchable; the folder
+        # policy that holds for everyone (system and log folders, ragd's data) follows.
+        check_root(path, guarded=guarded(d), hidden=not speaks_for_user(conn.client))
         coll = await asyncio.to_thread(_project, app, name, path,
                                        bool(params.get("allow_large")))
         if d._watcher is not None:
@@ -94,10 +99,27 @@ async def index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
     job = d.enqueue(name, EXPLICIT) if name else _all(d)
     if not params.get("wait", True):
         return {"collection": name, "queued": True, "remaining": d.queue.remaining()}
-    reports = await asyncio.to_thread(job.wait, INDEX_WAIT_S)
+    try:
+        reports = await asyncio.to_thread(job.wait, INDEX_WAIT_S)
+    except (RagdError, TimeoutError):
+        raise
+    except Exception as exc:
+        # The writer logged the traceback and `ragd status` lists the error: say the same
+        # here rather than "internal error" (a corrupt Calibre metadata.db was one).
+        raise IndexFailed(f"indexing {name or 'every collection'} failed: {exc!r}",
+                          "`ragd status` lists it under errors and the daemon log has the "
+                          "details; fix the source, then index again") from exc
     # Committed means keyword-searchable; the answer waits for the vectors too.
     await asyncio.to_thread(d.wait_embedded, [name] if name else None, INDEX_WAIT_S)
     return index_summary(reports, name)
+
+
+def guarded(d: Daemon) -> tuple[str, ...]:
+    """ragd's own folders: never a collection, never read for a client."""
+    paths = d.paths
+    home = os.environ.get("RAGD_HOME", "").strip()
+    return tuple(str(f) for f in (paths.data_dir, paths.state_dir, paths.config_dir,
+                                  paths.runtime_dir, *([home] if home else [])))
 
 
 def _project(app: Any, name: str, path: str, allow_large: bool) -> Any:
@@ -137,13 +159,33 @@ async def subscribe(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
 
 
 async def convert(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
-    """rag_convert: one document as markdown, through the doc store (cached by content)."""
+    """rag_convert: one document as markdown, through the doc store (cached by content).
+
+    Any caller but the command line reads only inside the collections and ``[convert]
+    allow`` (decision 0023), and gets at most ``[convert] max_reply_chars`` per answer.
+    """
     from daemon.convert.documents import convert_file
 
     app = await d._ready()
+    settings = d.config.convert
+    restricted = not speaks_for_user(conn.client)
+    reach = await asyncio.to_thread(convert_reach, d, app, restricted)
+    cap = settings.max_reply_chars
+    asked = params.get("max_chars") or cap
+    max_chars = min(asked, cap) if restricted else asked
     docs = app.documents
     return await asyncio.to_thread(convert_file, docs.store, params["file_path"],
-                                   max_bytes=docs.settings.max_file_bytes)
+                                   max_bytes=docs.settings.max_file_bytes, reach=reach,
+                                   keep_outside=settings.keep_outside,
+                                   offset=params.get("offset") or 0, max_chars=max_chars)
+
+
+def convert_reach(d: Daemon, app: Any, restricted: bool) -> Reach:
+    """Where a conversion may read for this caller: the collections' folders (mail's hold
+    no documents) and, for a restricted caller, ``[convert] allow``."""
+    roots = [c.root for c in app.catalog.collections() if c.kind != "mail"]
+    allow = allow_folders(d.config.convert.allow) if restricted else []
+    return Reach.build(roots, allow, guarded(d), restricted=restricted)
 
 
 async def doc_store_info(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:

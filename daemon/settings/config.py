@@ -34,7 +34,8 @@ log = logging.getLogger(__name__)
 ENV_PREFIX = "RAGD_"
 # Lists of paths are split like PATH (a comma is a legal character in a folder name); every
 # other list is split on commas.
-PATH_LIST_KEYS = frozenset({"obsidian.vaults", "email.paths", "calibre.libraries"})
+PATH_LIST_KEYS = frozenset({"obsidian.vaults", "email.paths", "calibre.libraries",
+                            "convert.allow"})
 
 
 class _Section(BaseModel):
@@ -188,6 +189,26 @@ class DocumentsConfig(_Section):
     )
 
 
+class ConvertConfig(_Section):
+    allow: list[str] = Field(
+        default_factory=lambda: ["<documents>", "<downloads>", "<desktop>"],
+        description="Folders outside the collections that an AI client's rag_convert may read "
+        "(never hidden files or folders, nor ragd's own data). `<documents>`, `<downloads>` and "
+        "`<desktop>` are your own folders as the system names them; an empty list leaves only "
+        "the collections. `ragd convert` at a terminal reads any path",
+    )
+    keep_outside: bool = Field(
+        default=False,
+        description="Keep conversions of documents outside the collections in the doc store "
+        "(and list them in rag_doc_store_info); off: they are converted, answered and forgotten",
+    )
+    max_reply_chars: int = Field(
+        default=200_000, ge=1_000, le=2_000_000,
+        description="Most characters of markdown one rag_convert answer carries; a longer "
+        "document is cut and the answer says so (truncated, total_chars)",
+    )
+
+
 class DaemonConfig(_Section):
     sweep_interval_s: float = Field(
         default=300.0,
@@ -232,6 +253,9 @@ class Config(BaseModel):
     search: SearchConfig = Field(default_factory=SearchConfig, description="Hybrid search")
     documents: DocumentsConfig = Field(
         default_factory=DocumentsConfig, description="Converting documents to text"
+    )
+    convert: ConvertConfig = Field(
+        default_factory=ConvertConfig, description="What rag_convert may read and return"
     )
     daemon: DaemonConfig = Field(default_factory=DaemonConfig, description="The background daemon")
     mcp: McpConfig = Field(default_factory=McpConfig, description="The MCP server for AI clients")
@@ -356,8 +380,8 @@ def config_reference_markdown() -> str:
     rows += [
         "",
         "Later sources win: built-in defaults < `config.toml` < environment variables < "
-        "command-line options. In environment variables, `obsidian.vaults`, `email.paths` and "
-        "`calibre.libraries` are separated by "
+        "command-line options. In environment variables, `obsidian.vaults`, `email.paths`, "
+        "`calibre.libraries` and `convert.allow` are separated by "
         "the path separator (`:`, or `;` on Windows) and other lists by commas; an empty "
         "variable counts as unset.",
     ]

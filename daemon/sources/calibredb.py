@@ -180,7 +180,7 @@ def read_library(root: Path, *, attempts: int = ATTEMPTS, timeout_s: float = BUS
         try:
             db.execute("BEGIN")  # one snapshot for all the queries
             return _read(db)
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:  # "file is not a database" too (a corrupt one)
             if "locked" not in str(exc) and "busy" not in str(exc):
                 raise LibraryUnreadable(f"{path} cannot be read: {exc}",
                                         "is it a Calibre library?") from exc

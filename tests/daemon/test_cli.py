@@ -120,15 +120,20 @@ def test_convert_prints_markdown_caches_and_explains_what_it_cannot(
     env = {**os.environ, "RAGD_HOME": str(ragd_home), "HF_HUB_OFFLINE": "1",
            "RAGD_DOCUMENTS_TIMEOUT_S": "60"}
 
-    def ragd(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([RAGD, *args], env=env, capture_output=True, text=True,
-                              timeout=120, check=False, cwd=tmp_path)
+    def ragd(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([RAGD, *args], env={**env, **extra}, capture_output=True,
+                              text=True, timeout=120, check=False, cwd=tmp_path)
 
     first = ragd("convert", "docs/report.docx")  # relative to the user's own folder
     assert first.returncode == 0, first.stderr
     assert "# Quarterly Report" in first.stdout and "4242" in first.stdout
-    again = json.loads(ragd("convert", "--json", str(tmp_path / "docs" / "report.docx")).stdout)
-    assert again["cached"] is True and again["source_type"] == "docx"
+    # Outside the collections a conversion is not kept unless asked (decision 0023).
+    report = str(tmp_path / "docs" / "report.docx")
+    again = json.loads(ragd("convert", "--json", report).stdout)
+    assert (again["cached"], again["kept"], again["source_type"]) == (False, False, "docx")
+    ragd("convert", report, RAGD_CONVERT_KEEP_OUTSIDE="true")
+    kept = json.loads(ragd("convert", "--json", report, RAGD_CONVERT_KEEP_OUTSIDE="true").stdout)
+    assert kept["cached"] is True and kept["kept"] is True
     (tmp_path / "docs" / "broken.docx").write_bytes(b"PK\x03\x04 not really a zip")
     bad = ragd("convert", "docs/broken.docx")
     assert bad.returncode != 0 and "broken.docx" in bad.stderr and "Traceback" not in bad.stderr

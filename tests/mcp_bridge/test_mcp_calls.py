@@ -102,7 +102,7 @@ def test_calls_map_to_daemon_methods_and_results_keep_the_reference_fields() -> 
     for spec, result in zip(TOOLS, results, strict=True):
         jsonschema.validate(result.structuredContent, spec.output_schema)
     search, converted, listing, info, index, docs = results
-    assert converted.structuredContent == CONVERTED
+    assert converted.structuredContent == {**CONVERTED, "truncated": False, "total_chars": 4}
     assert docs.structuredContent == {"result": [DOC]}
     assert search.structuredContent == {
         "results": [{k: v for k, v in RESULT.items() if k != "rank"}],

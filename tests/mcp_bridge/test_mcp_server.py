@@ -68,6 +68,12 @@ class Shared:
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
     root = tmp_path_factory.mktemp("mcp-shared")
     vault = write_vault(root / "vault")
+    # rag_convert reads the tests' own folders, and keeps what it converts there, so that
+    # the cache and rag_doc_store_info can be seen (decision 0023).
+    config = resolve_paths({"RAGD_HOME": str(root / "home")}).config_file
+    config.parent.mkdir(parents=True)
+    config.write_text(f"[convert]\nallow = {json.dumps([str(tmp_path_factory.getbasetemp())])}"
+                      "\nkeep_outside = true\n", encoding="utf-8")
     daemon = DaemonProc(root / "home", vault, root / "daemon.log").start()
     # This fixture stops its daemon at the end of the module, not of the first test: take it
     # off the list that conftest's no_daemon_left_behind empties after every test.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -108,13 +109,20 @@ def test_the_literal_table_matches_the_reference_document() -> None:
 
 
 def test_convert_arguments_are_checked_in_the_bridge(tmp_path: Path) -> None:
+    # Only the path's text: where it may lie, whether it exists and converts is the daemon's
+    # to say, so that a path outside an AI client's reach learns nothing (decision 0023).
     doc = tmp_path / "a.pdf"
-    doc.write_bytes(b"%PDF-1.4")
-    assert parse_convert({"file_path": str(doc)}) == {"file_path": str(doc.resolve())}
-    (tmp_path / "dir.pdf").mkdir()
+    assert parse_convert({"file_path": str(doc)}) == {"file_path": str(doc)}
+    assert parse_convert({"file_path": "~/x/../a.pdf"}) == {
+        "file_path": os.path.join(os.path.expanduser("~"), "a.pdf")}
     for bad, why in [({"file_path": "a.pdf"}, "relative"), ({}, "required"),
-                     ({"file_path": 3}, "string"), ({"file_path": "/dev/null"}, "device"),
-                     ({"file_path": str(tmp_path / "dir.pdf")}, "folder"),
+                     ({"file_path": 3}, "string"), ({"file_path": "/dev/null"}, "/dev"),
+                     ({"file_path": "/proc/self/environ"}, "/proc"),
+                     ({"file_path": "~/.aws/credentials"}, "hidden folder .aws"),
+                     ({"file_path": str(tmp_path / ".notes.txt")},
+                      r"is hidden \(\.notes\.txt\)"),
+                     ({"file_path": str(tmp_path / "a\x00b.pdf")}, "NUL"),
+                     ({"file_path": "/" + "a" * 5000}, "5,001 characters"),
                      ({"file_path": str(doc), "x": 1}, "not a parameter")]:
         with pytest.raises(InvalidArgument, match=why):
             parse_convert(bad)

@@ -89,10 +89,13 @@ def _error_classes() -> list[type[RagdError]]:
 
 @pytest.mark.parametrize("cls", _error_classes(), ids=lambda c: c.__name__)
 def test_every_ragd_error_is_rebuilt_as_its_own_class(cls: type[RagdError]) -> None:
-    reply = p.error_from_exception(1, cls("it broke", "do this"))
+    about_a_param = issubclass(cls, InvalidArgument)  # constructed with the parameter first
+    exc = cls("file_path", "it broke", "do this") if about_a_param else cls("it broke", "do this")
+    reply = p.error_from_exception(1, exc)
     rebuilt = p.exception_from_error(reply["error"])
     assert type(rebuilt) is cls
-    assert (rebuilt.message, rebuilt.hint, rebuilt.code) == ("it broke", "do this", cls.code)
+    message = "file_path: it broke" if about_a_param else "it broke"
+    assert (rebuilt.message, rebuilt.hint, rebuilt.code) == (message, "do this", cls.code)
 
 
 def test_protocol_mismatch_uses_its_own_jsonrpc_code() -> None:

@@ -98,3 +98,16 @@ class TooManyFiles(RagdError):
             "index a smaller folder, or raise index.max_files in config.toml "
             "(RAGD_INDEX_MAX_FILES); at a terminal, `ragd index --collection NAME PATH "
             "--allow-large` lifts it for that collection")
+
+
+class RootRefused(RagdError):
+    """A collection's folder now resolves to a place the folder policy refuses (a link swapped
+    in): its indexing is stopped, and what was indexed is kept (decision 0024)."""
+
+    code = "root_refused"
+
+
+class ConverterBusy(RagdError):
+    """Too many documents are waiting for the converter a client's requests use."""
+
+    code = "converter_busy"

@@ -7,6 +7,7 @@ never the daemon (decision 0013); ebook-convert runs as the worker's child, with
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import posixpath
@@ -15,10 +16,8 @@ import shutil
 import signal
 import struct
 import subprocess
-import sys
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -166,7 +165,6 @@ EBOOK_CONVERT_HINT = ("reading MOBI, AZW and AZW3 books needs Calibre's ebook-co
                       "is not installed (e.g. apt install calibre, or calibre-ebook.com; on "
                       "macOS put calibre.app/Contents/MacOS on the PATH)")
 _PDB_TYPES = (b"BOOKMOBI", b"TEXtREAd")  # a Mobipocket book, a plain PalmDOC one
-_PR_SET_PDEATHSIG = 1
 
 
 def ebook_convert() -> str | None:
@@ -210,35 +208,29 @@ def convert_mobi(data: bytes) -> Converted:
 
 
 def _run_ebook_convert(cmd: list[str]) -> tuple[int, str]:
-    """Run ebook-convert in a process group of its own, killed whole past the time limit;
-    (exit status, stderr). Its output goes to stderr: the worker's stdout is the protocol."""
+    """Run ebook-convert, killed with its children past the time limit; (exit status,
+    stderr). Its output goes to stderr: the worker's stdout is the protocol.
+
+    In a worker it shares the worker's process group, which the daemon kills as a whole (past
+    the conversion time limit, on stop): ebook-convert and whatever it started go with it,
+    and on Linux the kernel kills it if the worker dies any other way (decision 0024).
+    Elsewhere (in process) it gets a group of its own, killed whole past its limit."""
+    from daemon.convert import lifeline
+
+    shared = lifeline.owns_group()
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True,
-                            preexec_fn=_die_with_parent())
+                            stderr=subprocess.PIPE, start_new_session=not shared,
+                            preexec_fn=lifeline.death_signal_preexec())
     try:
         _, err = proc.communicate(timeout=EBOOK_CONVERT_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        proc.kill()
+        if shared:
+            lifeline.end_rest_of_group()
+        elif hasattr(os, "killpg"):
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         raise ConvertSkip("convert_timeout", "ebook-convert took longer than "
                           f"{EBOOK_CONVERT_TIMEOUT_S:g} s and was stopped") from None
     return proc.returncode, err.decode("utf-8", "replace")
-
-
-def _die_with_parent() -> Callable[[], None] | None:
-    """On Linux, a child that the kernel kills when the worker dies: the daemon kills a worker
-    past the conversion time limit, and its ebook-convert must not run on without it."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        log.debug("prctl unavailable: ebook-convert is bounded by its own time limit only")
-        return None
-
-    def set_death_signal() -> None:
-        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
-
-    return set_death_signal

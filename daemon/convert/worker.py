@@ -84,7 +84,13 @@ def serve(inp: BinaryIO, out: BinaryIO) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m daemon.convert.worker")
     parser.add_argument("--memory-mb", type=int, default=0)
+    parser.add_argument("--parent-pid", type=int, default=0,
+                        help="the daemon's pid: the worker ends when it does")
     args = parser.parse_args(argv)
+    if args.parent_pid:  # first: a worker must never outlive the daemon (decision 0024)
+        from daemon.convert.lifeline import die_with_parent
+
+        die_with_parent(args.parent_pid)
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr,
                         format="ragd-convert %(levelname)s %(name)s: %(message)s")
     # The protocol owns the real stdout; anything a library prints goes to stderr.

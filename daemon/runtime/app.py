@@ -5,16 +5,20 @@ catalog -> embedder -> FAISS -> Whoosh -> indexer -> search; closed in reverse.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
+import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from daemon.convert.documents import DocumentSettings, open_documents
+from daemon.convert.docstore import DocStore
+from daemon.convert.documents import Documents, DocumentSettings, open_documents
+from daemon.convert.process import ConversionCancelled, ConversionWorker
 from daemon.embed.embedding import Embedder, make_embedder
-from daemon.errors import ConfigError, InvalidArgument
+from daemon.errors import ConfigError, Interrupted, InvalidArgument, RootRefused
 from daemon.indexer.pipeline import Indexer, IndexReport, Progress
 from daemon.search.engine import SearchEngine, SearchSettings
 from daemon.settings.config import Config
@@ -34,6 +38,10 @@ SYSTEM_DESCRIPTIONS = {
     "calibre": "Calibre books with authors, tags, series, publisher and page or chapter",
 }
 _MAIL_ONLY = "mail_only:"  # catalog meta key prefix: the one file a mail collection reads
+_CONFIGURED = "configured_root:"  # catalog meta key prefix: a system collection's setting
+# Conversions a client asks for (rag_convert, `ragd convert`) have their own worker: one
+# converting, two waiting, more refused (decision 0024).
+ON_DEMAND_MAX_CALLS = 3
 
 
 def vault_roots(config: Config) -> list[Path]:
@@ -77,10 +85,15 @@ class App:
             backend = config.index.keyword_backend
             self.whoosh, rebuild_keywords = open_keyword_store(
                 backend, paths.data_dir, paths.whoosh_dir, self.catalog)
-            # Documents convert in a worker process started on first use (decision 0013).
-            self.documents = open_documents(paths.docstore_dir,
-                                            DocumentSettings.from_config(config))
+            # Documents convert in a worker process started on first use (decision 0013);
+            # a client's requests in a worker of their own, so indexing never waits for
+            # them (decision 0024).
+            settings = DocumentSettings.from_config(config)
+            self.documents = open_documents(paths.docstore_dir, settings)
+            self.on_demand = on_demand_documents(paths.docstore_dir, settings)
         except BaseException:
+            if hasattr(self, "documents"):
+                self.documents.close()
             self.catalog.close()
             raise
         self.indexer = Indexer(self.catalog, self.embedder, [self.faiss, self.whoosh],
@@ -110,6 +123,7 @@ class App:
             self.indexer.save()
         finally:
             self.documents.close()
+            self.on_demand.close()
             self.whoosh.close()
             self.catalog.close()
             for callback in self.on_close:
@@ -152,14 +166,15 @@ class App:
         if not self.config.calibre.enabled:
             return out
         raw = self.config.calibre.libraries
-        roots = [Path(p).expanduser().resolve() for p in raw] if raw else discover_libraries()
-        for n, root in enumerate(roots):
+        said = [Path(p).expanduser() for p in raw] if raw else discover_libraries()
+        for n, configured in enumerate(said):
+            root = configured.resolve()
             if not (root / METADATA_DB).is_file():
                 log.warning("[calibre] libraries: %s holds no %s; skipped", root, METADATA_DB)
                 continue
             name = "calibre" if n == 0 else f"calibre-{_slug(root.name)}"
-            out.append(self.catalog.ensure_collection(
-                name, type="system", kind="calibre", root=str(root),
+            out.append(self._ensure_system(
+                name, configured, root, kind="calibre",
                 description=f"{SYSTEM_DESCRIPTIONS['calibre']}: {root}"))
         return out
 
@@ -171,15 +186,19 @@ class App:
         if not self.config.email.enabled:
             return out
         for n, raw in enumerate(self.config.email.paths):
-            path = Path(raw).expanduser().resolve()
+            configured = Path(raw).expanduser()
+            path = configured.resolve()
             if not path.exists():
                 log.warning("[email] paths: %s does not exist; skipped", path)
                 continue
             name = "email" if n == 0 else f"email-{_slug(path.name)}"
-            root = path if path.is_dir() else path.parent
-            out.append(self.catalog.ensure_collection(
-                name, type="system", kind="mail", root=str(root),
-                description=f"{SYSTEM_DESCRIPTIONS['email']}: {path}"))
+            desc = f"{SYSTEM_DESCRIPTIONS['email']}: {path}"
+            if path.is_dir():
+                out.append(self._ensure_system(name, configured, path, kind="mail",
+                                               description=desc))
+            else:  # one file, read alone from its folder
+                out.append(self.catalog.ensure_collection(
+                    name, type="system", kind="mail", root=str(path.parent), description=desc))
             self.catalog.set_meta(_MAIL_ONLY + name, "" if path.is_dir() else path.name)
         return out
 
@@ -195,9 +214,28 @@ class App:
         for n, root in enumerate(roots or discover_vaults()):
             name = "obsidian" if n == 0 else f"obsidian-{_slug(root.name)}"
             desc = SYSTEM_DESCRIPTIONS["obsidian"] + f": {root.name}"
-            out.append(self.catalog.ensure_collection(
-                name, type="system", kind="vault", root=str(root.resolve()), description=desc))
+            out.append(self._ensure_system(name, root, root.resolve(), kind="vault",
+                                           description=desc))
         return out
+
+    def _ensure_system(self, name: str, configured: Path, resolved: Path, *, kind: str,
+                       description: str) -> Collection:
+        """Register a configured folder. Its setting is the user's hand, so its target is
+        taken as it resolves, except when the setting is the one registered before and
+        resolves elsewhere now (a link swapped in, a folder replaced by a link): then the
+        root is kept as configured, links and all, and the next sync puts its new target
+        through the folder policy (:meth:`checked_root`) instead of indexing it unasked."""
+        said = os.path.abspath(configured)
+        root = str(resolved)
+        existing = self.catalog.collection(name)
+        if existing is not None and not _same_path(existing.root, root) \
+                and self.catalog.get_meta(_CONFIGURED + name) in (None, said):
+            log.warning("%s: %s leads to %s now, not %s; checked before it is read", name,
+                        said, root, existing.root)
+            root = said
+        self.catalog.set_meta(_CONFIGURED + name, said)
+        return self.catalog.ensure_collection(name, type="system", kind=kind, root=root,
+                                              description=description)
 
     def create_project(self, name: str, path: str, *, allow_large: bool = False) -> Collection:
         """A user-named project collection over a folder the path policy allows
@@ -227,11 +265,16 @@ class App:
         return self.config.index.max_files
 
     def list_collections(self) -> list[dict[str, Any]]:
-        """The rag_list_collections answer."""
+        """The rag_list_collections answer. A collection whose indexing is stopped (its folder
+        leads to a refused place) says so in ``stopped`` and in its description, which is
+        what an MCP client reads."""
         out = []
         for c in self.catalog.collections():
             st = self.catalog.collection_stats(c.id)
-            out.append({"name": c.name, "type": c.type, "description": c.description,
+            stopped = self.root_problem(c)
+            out.append({"name": c.name, "type": c.type,
+                        "description": _with_problem(c.description, stopped),
+                        "stopped": stopped,
                         "source_count": st["source_count"], "chunk_count": st["chunk_count"],
                         "body_source_count": st["body_source_count"],
                         "metadata_only_count": st["metadata_only_count"],
@@ -243,7 +286,9 @@ class App:
         """The rag_collection_info answer, plus skip counts."""
         c = self.collection(name)
         st = self.catalog.collection_stats(c.id)
-        return {"name": c.name, "type": c.type, "description": c.description,
+        stopped = self.root_problem(c)
+        return {"name": c.name, "type": c.type,
+                "description": _with_problem(c.description, stopped), "stopped": stopped,
                 "created_at": iso_time(c.created_at), "source_count": st["source_count"],
                 "chunk_count": st["chunk_count"], "last_indexed": iso_time(c.last_indexed),
                 "body_source_count": st["body_source_count"],
@@ -271,16 +316,25 @@ class App:
     # -- indexing -----------------------------------------------------------------------------
     def sync_collection(self, coll: Collection, *, paths: Sequence[str] | None = None,
                         force: bool = False) -> IndexReport:
-        root = Path(coll.root)
+        """Bring one collection in line with its folder. Raises ``RootRefused`` (nothing read,
+        nothing changed) when its folder now resolves to a place the folder policy refuses,
+        and ``Interrupted`` when the daemon stops under it."""
+        root = self.checked_root(coll)
         if not root.is_dir():
             raise ConfigError(f"the folder of collection {coll.name!r} does not exist: {root}",
                               "check the path in config.toml, or remount the drive")
+        # Read from the target just checked, not from a path a link may turn elsewhere.
+        coll = dataclasses.replace(coll, root=str(root))
         only = self.catalog.get_meta(_MAIL_ONLY + coll.name) or None
         kind = kind_for(coll.kind, self.config.index.exclude, self.documents, root, only=only,
                         formats=self.config.calibre.formats)
         reembed = self.reembed_needed and paths is None
-        report = self.indexer.sync(coll, kind, paths=paths, force=force or reembed,
-                                   max_entries=self.max_files(coll))
+        try:
+            report = self.indexer.sync(coll, kind, paths=paths, force=force or reembed,
+                                       max_entries=self.max_files(coll))
+        except ConversionCancelled:  # the daemon is stopping (decision 0024)
+            raise Interrupted(f"indexing {coll.name} was interrupted: the daemon is "
+                              "stopping") from None
         if reembed and not self.indexer.should_stop():
             self._reembedded.add(coll.name)
             if self._reembedded >= {c.name for c in self.catalog.collections()}:
@@ -289,6 +343,47 @@ class App:
                 self.catalog.set_meta("fingerprint", self.embedder.fingerprint)
                 self.catalog.prune_embeddings(self.embedder.fingerprint)
         return report
+
+    def checked_root(self, coll: Collection) -> Path:
+        """The folder a sync of ``coll`` reads: its root, resolved. Roots are registered
+        resolved, so a root that resolves elsewhere now had a link swapped in (or its folder
+        replaced by one): its new target goes through the folder policy again, as rag_index
+        would put it, before anything is read (decision 0024). ``RootRefused`` if it fails."""
+        real = os.path.realpath(coll.root)
+        if _same_path(real, coll.root):
+            return Path(real)
+        problem = self._refusal(real)
+        if problem is not None:
+            fix = ("remove the link or put the folder back; to index another folder under "
+                   f"this name, `ragd index --collection {coll.name} PATH`"
+                   if coll.type == "project" else
+                   "remove the link or put the folder back, or change its path in config.toml")
+            raise RootRefused(f"collection {coll.name!r}: its folder {coll.root} now leads to "
+                              f"{problem}; its indexing is stopped and what was indexed stays "
+                              "searchable", fix)
+        return Path(real)
+
+    def root_problem(self, coll: Collection) -> str | None:
+        """Why ``coll`` is not indexed now (its folder leads to a refused place), else None:
+        what `ragd status` and rag_list_collections show."""
+        try:
+            self.checked_root(coll)
+        except RootRefused as exc:
+            return exc.message
+        return None
+
+    def watch_roots(self) -> dict[str, str]:
+        """The roots to watch: every collection's but those stopped by the folder policy."""
+        return {c.name: c.root for c in self.catalog.collections()
+                if self.root_problem(c) is None}
+
+    def _refusal(self, real: str) -> str | None:
+        guarded = (self.paths.data_dir, self.paths.state_dir, self.paths.config_dir)
+        try:
+            check_root(real, guarded=guarded)
+        except InvalidArgument as exc:
+            return exc.message.removeprefix("path: ")
+        return None
 
     def sync_all(self, names: Sequence[str] | None = None) -> list[IndexReport]:
         colls = [self.collection(n) for n in names] if names else self.catalog.collections()
@@ -313,3 +408,23 @@ class App:
             "missing_in_keyword": len(cat - who), "orphans_in_keyword": len(who - cat),
             "ok": embedded == fai and cat == who and waiting <= cat,
         }
+
+
+def _with_problem(description: str, problem: str | None) -> str:
+    return f"{description} [indexing stopped: {problem}]" if problem else description
+
+
+def _same_path(a: str, b: str) -> bool:
+    return os.path.normcase(os.path.normpath(a)) == os.path.normcase(os.path.normpath(b))
+
+
+def on_demand_documents(docstore_dir: Path, settings: DocumentSettings) -> Documents:
+    """The doc store as a client's requests use it (rag_convert, `ragd convert`): the same
+    cache, a worker of its own, bounded to ``ON_DEMAND_MAX_CALLS`` requests at a time. A
+    document that always times out, asked for again and again, holds this worker, never the
+    one indexing needs (decision 0024). A stop answers a request under way ``Interrupted``."""
+    worker = ConversionWorker(
+        timeout_s=settings.timeout_s, memory_mb=settings.max_memory_mb,
+        max_calls=ON_DEMAND_MAX_CALLS, name="on-demand",
+        cancel_error=lambda: Interrupted("the conversion was stopped: the daemon is stopping"))
+    return Documents(DocStore(docstore_dir, worker), settings)

@@ -173,7 +173,7 @@ async def convert(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
     cap = settings.max_reply_chars
     asked = params.get("max_chars") or cap
     max_chars = min(asked, cap) if restricted else asked
-    docs = app.documents
+    docs = app.on_demand  # its own worker: indexing never waits for it (decision 0024)
     return await asyncio.to_thread(convert_file, docs.store, params["file_path"],
                                    max_bytes=docs.settings.max_file_bytes, reach=reach,
                                    keep_outside=settings.keep_outside,
@@ -183,7 +183,8 @@ async def convert(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
 def convert_reach(d: Daemon, app: Any, restricted: bool) -> Reach:
     """Where a conversion may read for this caller: the collections' folders (mail's hold
     no documents) and, for a restricted caller, ``[convert] allow``."""
-    roots = [c.root for c in app.catalog.collections() if c.kind != "mail"]
+    roots = [c.root for c in app.catalog.collections()  # not one a link turned elsewhere
+             if c.kind != "mail" and app.root_problem(c) is None]  # (decision 0024)
     allow = allow_folders(d.config.convert.allow) if restricted else []
     return Reach.build(roots, allow, guarded(d), restricted=restricted)
 

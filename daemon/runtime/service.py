@@ -27,6 +27,7 @@ from daemon.ipc.server import Connection, IpcServer
 from daemon.runtime.embedding import EmbeddingThread
 from daemon.runtime.handlers import HANDLERS
 from daemon.runtime.scheduler import EXPLICIT, HINT, SWEEP, Job, JobQueue
+from daemon.runtime.stopping import GRACE_S, StopDeadline, force_exit
 from daemon.runtime.watch import Watcher
 from daemon.settings.config import Config
 from daemon.settings.paths import Paths
@@ -92,6 +93,7 @@ class Daemon:
         self.last_reports: dict[str, dict[str, Any]] = {}
         self.retrying: dict[str, dict[str, Any]] = {}  # busy sources synced again later
         self._stop = threading.Event()
+        self._deadline = StopDeadline(lambda: discovery.remove_status(paths, pid=os.getpid()))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._subscribers: set[Connection] = set()
         self._server: IpcServer | None = None
@@ -106,9 +108,12 @@ class Daemon:
         """Serve until shutdown; returns the exit code."""
         lock = discovery.acquire_instance_lock(self.paths)
         try:
-            return asyncio.run(self._main())
+            code = asyncio.run(self._main())
         finally:
             lock.release()
+        if self._writer.is_alive():  # still busy past its grace: do not wait (decision 0024)
+            force_exit(lambda: None, code)
+        return code
 
     async def _main(self) -> int:
         self._loop = asyncio.get_running_loop()
@@ -137,12 +142,14 @@ class Daemon:
         log.info("stopping")
         self._stop.set()
         self.queue.close()
+        if self._loop is not None:  # serving: conversions cancelled now, out within 3.5 s
+            self._deadline.start()
 
     async def _shutdown(self) -> None:
         self.queue.close()
         if self._watcher is not None:
             await asyncio.to_thread(self._watcher.stop)
-        await asyncio.to_thread(self._writer.join, 60)
+        await asyncio.to_thread(self._writer.join, GRACE_S)
         if self._server is not None:
             await self._server.close()
         discovery.remove_status(self.paths, pid=os.getpid())
@@ -330,7 +337,7 @@ class Daemon:
     def watch_roots(self) -> dict[str, str]:
         if self.app is None:
             return {}
-        return {c.name: c.root for c in self.app.catalog.collections()}
+        return self.app.watch_roots()
 
     def mail_collections(self) -> set[str]:
         if self.app is None:

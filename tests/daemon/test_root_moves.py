@@ -14,6 +14,7 @@ import pytest
 from daemon_proc import DaemonProc
 from vault_fixtures import write_vault
 
+from daemon.cli.remote import format_status
 from daemon.errors import RagdError, RootRefused
 from daemon.runtime.app import App
 from daemon.search.engine import SearchRequest
@@ -74,6 +75,8 @@ def test_a_project_swapped_for_a_link_to_a_system_folder_is_refused(ragd_home: P
         assert "indexing stopped" in after["description"] and str(target) in after["stopped"]
         status = d.call("status")
         assert any(c["name"] == "proj" and c["stopped"] for c in status["collections"])
+        assert f"indexing stopped: collection 'proj': its folder {project} now leads to " \
+            f"{target}" in format_status(status)  # what `ragd status` prints
         hits = d.call("search", {"query": "quixotrel", "mode": "keyword"})["results"]
         assert [Path(h["source_path"]).name for h in hits] == ["plan.md"]  # kept
         assert str(target) not in str(d.call("skipped", {"collection": "proj"}))

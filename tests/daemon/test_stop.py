@@ -13,9 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-from daemon_proc import DaemonProc, wait_for
+from daemon_proc import DaemonProc, duplicate_chunks, wait_for
 from slow_documents import alive, cpu_seconds, slow_latex, worker_pids
 from vault_fixtures import write_vault
+
+from daemon.runtime.app import App
+from daemon.settings.config import load_config
+from daemon.settings.paths import resolve_paths
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -87,3 +91,39 @@ def test_stop_within_5_s_during_a_slow_conversion_and_no_worker_left(ragd_home: 
     assert code == 0 and took < STOP_BUDGET_S
     assert not alive(worker)
     assert worker_pids(ragd_home) == []
+
+
+def ragd_stop(home: Path) -> float:
+    """Run `ragd stop`; how long it took."""
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "daemon.cli.main", "stop"],
+                         env={**os.environ, "RAGD_HOME": str(home)}, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and "stopped" in out.stdout, out
+    return time.monotonic() - t0
+
+
+def test_stop_within_5_s_while_embedding_a_big_project_and_nothing_is_lost(
+        ragd_home: Path, tmp_path: Path) -> None:
+    vault = write_vault(tmp_path / "vault")
+    project = tmp_path / "bulk"
+    project.mkdir()
+    words = ["river", "stone", "lantern", "orbit", "copper", "meadow", "signal", "harbor",
+             "cinder", "velvet", "quarry", "thistle", "ember", "glacier", "saddle", "prism"]
+    for n in range(150):
+        body = "\n\n".join(" ".join(words[(n * 7 + p * 3 + i) % len(words)] for i in range(150))
+                           for p in range(8))
+        (project / f"doc {n:03}.md").write_text(f"# Doc {n}\n\n{body}\n", encoding="utf-8")
+    d = DaemonProc(ragd_home, vault, tmp_path / "daemon.log").start()
+    d.wait_idle()
+    d.call("index", {"collection": "bulk", "path": str(project), "wait": False})
+    wait_for(lambda: d.call("status")["embedding"]["chunks"] > 100, 60,
+             "a backlog of chunks being embedded")
+    took = ragd_stop(ragd_home)
+    print(f"ragd stop took {took:.2f} s while embedding")
+    assert took < STOP_BUDGET_S
+    assert d.proc is not None and d.proc.wait(timeout=1) == 0
+    # Whatever the stop cut short, the stores agree once the next start replays the journal.
+    paths = resolve_paths()
+    with App(paths, load_config(paths, {"obsidian.vaults": [str(vault)]})) as app:
+        assert app.consistency()["ok"] and duplicate_chunks(app) == []

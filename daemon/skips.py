@@ -31,6 +31,9 @@ SKIP_CODES: dict[str, str] = {
     "file); ragd itself kept running",
     "ocr_unavailable": "reading text from an image needs Tesseract OCR (e.g. apt install "
     "tesseract-ocr), which is not installed",
+    "message_too_large": "a mail message larger than 25 MB with its attachments: not indexed "
+    "(the parser would need several times that in memory; mail services refuse such "
+    "messages anyway)",
     "ebook_convert_missing": "reading a MOBI, AZW or AZW3 book needs Calibre's ebook-convert "
     "(e.g. apt install calibre, or calibre-ebook.com; on macOS put calibre.app/Contents/MacOS "
     "on the PATH), which is not installed",

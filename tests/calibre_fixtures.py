@@ -113,3 +113,56 @@ def locked_edit(library: Path, book_id: int, description: str) -> Iterator[None]
         writer.execute("COMMIT")
     finally:
         writer.close()
+
+
+def repeated_spine_epub(chapter_mb: int, times: int, word: str = "lorem") -> bytes:
+    """A small EPUB whose spine lists one chapter of ``chapter_mb`` MB ``times`` times (the
+    hostile book of issue 28: 154 KB on disk, 150 MB of XHTML listed 20 times)."""
+    para = "<p>" + " ".join([f"{word} ipsum dolor sit amet"] * 8) + "</p>\n"
+    body = para * (chapter_mb * 2**20 // len(para))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip",
+                   compress_type=zipfile.ZIP_STORED)
+        z.writestr("META-INF/container.xml", '<container version="1.0" xmlns="urn:oasis:names'
+                   ':tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="c.opf" '
+                   'media-type="application/oebps-package+xml"/></rootfiles></container>')
+        z.writestr("c.opf", '<package xmlns="http://www.idpf.org/2007/opf" version="2.0" '
+                   'unique-identifier="id"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/">'
+                   '<dc:title>Spine bomb</dc:title><dc:identifier id="id">spine-bomb'
+                   '</dc:identifier><dc:language>en</dc:language></metadata><manifest>'
+                   '<item id="ch" href="ch.xhtml" media-type="application/xhtml+xml"/>'
+                   "</manifest><spine>" + '<itemref idref="ch"/>' * times
+                   + "</spine></package>")
+        z.writestr("ch.xhtml", '<html xmlns="http://www.w3.org/1999/xhtml"><head><title>Big'
+                   f"</title></head><body><h1>Big</h1>{body}</body></html>")
+    return buf.getvalue()
+
+
+def odt_bytes(paragraphs: int, word: str, title: str = "Slow ODT") -> bytes:
+    """An OpenDocument text of ``paragraphs`` short paragraphs: Calibre's ebook-convert takes
+    seconds over a few thousand (5,000: 1 s; 12,000: 4-5 s; 50,000: 85 s on this machine)."""
+    text = "".join(f"<text:p>Paragraph {i} of the {word} story, line {i % 97}.</text:p>"
+                   for i in range(paragraphs))
+    office = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(zipfile.ZipInfo("mimetype"), "application/vnd.oasis.opendocument.text",
+                   compress_type=zipfile.ZIP_STORED)
+        z.writestr("META-INF/manifest.xml", '<?xml version="1.0" encoding="UTF-8"?>'
+                   '<manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:'
+                   'manifest:1.0"><manifest:file-entry manifest:full-path="/" manifest:media-'
+                   'type="application/vnd.oasis.opendocument.text"/><manifest:file-entry '
+                   'manifest:full-path="content.xml" manifest:media-type="text/xml"/>'
+                   "</manifest:manifest>")
+        z.writestr("content.xml", f'<?xml version="1.0" encoding="UTF-8"?><office:document-'
+                   f'content xmlns:office="{office}" xmlns:text="urn:oasis:names:tc:'
+                   f'opendocument:xmlns:text:1.0" office:version="1.2"><office:body>'
+                   f"<office:text>{text}</office:text></office:body></office:document-content>")
+        z.writestr("meta.xml", f'<?xml version="1.0" encoding="UTF-8"?><office:document-meta '
+                   f'xmlns:office="{office}" xmlns:dc="http://purl.org/dc/elements/1.1/" '
+                   f'office:version="1.2"><office:meta><dc:title>{escape(title)}</dc:title>'
+                   "</office:meta></office:document-meta>")
+        z.writestr("styles.xml", f'<?xml version="1.0" encoding="UTF-8"?><office:document-'
+                   f'styles xmlns:office="{office}" office:version="1.2"/>')
+    return buf.getvalue()

@@ -4,14 +4,15 @@ book descriptions (decision 0025).
 The HTML library never runs in the daemon: the text comes from the conversion worker (format
 ``mail_html``), within its time and memory limits. HTML too complex to be worth the library's
 time (more than ``MAX_TAGS`` tags: 3 million nested ``<div>``s took 3.2 GB in process), or that
-the worker could not convert, has its tags stripped instead, in linear time and on a bounded
-prefix, with a warning. Standard library only.
+the worker could not convert, has its tags stripped instead, in linear time and in slices, with
+a warning. Standard library only.
 """
 
 from __future__ import annotations
 
 import html as html_lib
 import re
+import time
 from typing import TYPE_CHECKING
 
 from daemon.models import Skip
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 MAIL_HTML = "mail_html"  # the worker's format: HTML to plain text
 MAX_TAGS = 200_000  # a heavy newsletter has a few thousand
-STRIP_CHARS = 8_000_000  # of HTML whose tags are stripped in the daemon (~0.1 s)
+STRIP_SLICE = 1 << 20  # characters stripped at a time (~15 ms), the other threads running between
 # A tag is at most 4,096 characters and holds no '<': every match attempt ends at the next '<'
 # or after 4 KiB, so stripping is linear whatever the input.
 _BREAK = re.compile(r"<(?:br|/p|/div|/tr|/li|/h[1-6]|/table|/blockquote)\b[^<>]{0,4096}>", re.I)
@@ -30,12 +31,25 @@ _SPACES = re.compile(r"[ \t\r\f\v]+")
 _BLANKS = re.compile(r" ?\n[ \n]*")
 
 
-def strip_tags(html: str) -> str:
-    """The text of ``html`` with its tags removed (line breaks kept at block ends), from its
-    first ``STRIP_CHARS`` characters. Linear: a fallback, not a converter."""
-    text = _TAG.sub(" ", _BREAK.sub("\n", html[:STRIP_CHARS]))
-    text = _SPACES.sub(" ", html_lib.unescape(text))
-    return _BLANKS.sub("\n", text).strip()
+def strip_tags(html: str, max_chars: int = 2_000_000) -> str:
+    """The text of ``html`` with its tags removed (line breaks kept at block ends), at most
+    about ``max_chars`` of it. Linear, and in slices between which the writer thread runs: a
+    fallback, not a converter."""
+    out: list[str] = []
+    produced = at = 0
+    while at < len(html) and produced < max_chars:
+        end = min(len(html), at + STRIP_SLICE)
+        if end < len(html):
+            tag = html.rfind("<", at + 1, end)
+            end = tag if tag > 0 else end  # never cut a tag in two
+        piece = _TAG.sub(" ", _BREAK.sub("\n", html[at:end]))
+        piece = _BLANKS.sub("\n", _SPACES.sub(" ", html_lib.unescape(piece)))
+        if piece.strip():
+            out.append(piece)
+            produced += len(piece)
+        at = end
+        time.sleep(0)  # let the writer go on with a saved note
+    return _BLANKS.sub("\n", _SPACES.sub(" ", "".join(out))).strip()
 
 
 def html_text(html: str, converter: Converter | None, *, warnings: list[str],

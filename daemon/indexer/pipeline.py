@@ -62,6 +62,7 @@ WINDOW_CHUNKS = 512
 WINDOW_CHUNKS_BACKGROUND = 128
 GROUP_SOURCES = 200
 EMBED_SLICE = 64  # ~4 s of embedding on two cores
+SMALL_TURN_S = 1.0  # a job's turn before it lets other small work go first
 
 
 @dataclass
@@ -177,6 +178,10 @@ class Indexer:
         self.max_file_bytes = max_file_bytes
         self.on_progress = on_progress or (lambda p: None)
         self.should_stop = should_stop or (lambda: False)
+        # Whether small work waits beside a small job (the daemon's queue): a wait on a slow
+        # load gives way to it, the load going on in the background (decision 0025).
+        self.give_way: Callable[[], bool] = lambda: False
+        self._started = 0.0  # when the current sync began
         # Held for every index projection (catch_up, save, rebuild): the writer and the
         # embedding thread both apply journal ops, never at the same time.
         self.lock = threading.RLock()
@@ -203,6 +208,7 @@ class Indexer:
         (nothing has been changed then), and ``TooManyFiles`` past ``max_entries``.
         """
         started = time.perf_counter()
+        self._started = time.monotonic()
         report = IndexReport(coll.name)
         root = Path(coll.root)
         self.on_progress(Progress(coll.name, "scan"))
@@ -334,7 +340,7 @@ class Indexer:
         stream: EntryStream[_Loaded] = EntryStream(
             lambda f, start: kind.entries(root, f.path, start), todo, wanted=wanted,
             load=self._load_entry, loader=self._loader, carry=self._carried,
-            should_stop=self.should_stop)
+            should_stop=self.should_stop, give_way=lambda: self.give_way())
         state = _Pass()
         last: list[ContainerRecord] = []  # rewritten: recorded when their losses are
         current: tuple[FileState, int] | None = None  # (container, end of what is handled)
@@ -349,7 +355,7 @@ class Indexer:
                     report.processed += 1
                     current = None
                     continue
-                if self.should_stop():
+                if self._yield_now():
                     raise Interrupted(f"indexing {coll.name} was interrupted")
                 entry = item.entry
                 parsed = self._entry(coll, kind, root, f, entry, keyed, seen, reread, report,
@@ -469,10 +475,11 @@ class Indexer:
         total = report.planned = len(todo)
         group: list[_Parsed] = []
         pending_chunks = 0
-        ahead = ReadAhead(lambda f: self._load(kind, root, f), todo, self.should_stop)
+        ahead = ReadAhead(lambda f: self._load(kind, root, f), todo, self.should_stop,
+                          lambda: self.give_way())
         try:
             for n, f in enumerate(todo, 1):
-                if self.should_stop():
+                if self._yield_now():
                     self._flush(coll, group, report)
                     raise Interrupted(f"indexing {coll.name} was interrupted")
                 try:
@@ -639,6 +646,14 @@ class Indexer:
         if len(hashes) > len(cached):
             self.refresh_backlog()
             self.on_backlog()
+
+    def _yield_now(self) -> bool:
+        """Whether to stop at this boundary: should_stop, or small work waiting beside a
+        job that has had its turn. A job over one mbox names one path, so it is small, yet
+        may hold 600,000 messages: after ``SMALL_TURN_S`` it lets the saved note go first
+        and resumes where it stopped (decision 0025)."""
+        return self.should_stop() or (time.monotonic() - self._started >= SMALL_TURN_S
+                                      and self.give_way())
 
     def _window(self) -> int:
         return WINDOW_CHUNKS_BACKGROUND if self.background else WINDOW_CHUNKS

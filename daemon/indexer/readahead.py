@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -28,16 +29,26 @@ from daemon.sources.base import Entry
 T = TypeVar("T")
 S = TypeVar("S")
 STEP_S = 0.05  # how often a wait looks at should_stop
+# A wait on a load longer than this gives way to small work queued beside a small job (a
+# saved note behind a delivered mail whose attachments convert slowly), decision 0025.
+GIVE_WAY_S = 0.2
+
+
+def _stop_waiting(should_stop: Callable[[], bool], give_way: Callable[[], bool],
+                  since: float) -> bool:
+    return should_stop() or (time.monotonic() - since >= GIVE_WAY_S and give_way())
 
 
 class ReadAhead(Generic[S, T]):
     """``load(items[i])`` for each i in turn, the next one started before it is asked for."""
 
     def __init__(self, load: Callable[[S], T], items: Sequence[S],
-                 should_stop: Callable[[], bool]) -> None:
+                 should_stop: Callable[[], bool],
+                 give_way: Callable[[], bool] = lambda: False) -> None:
         self._load = load
         self._items = items
         self._should_stop = should_stop
+        self._give_way = give_way
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragd-read")
         self._futures: dict[int, Future[T]] = {}
 
@@ -47,15 +58,16 @@ class ReadAhead(Generic[S, T]):
 
     def get(self, i: int) -> T:
         """The loaded item ``i``; raises ``Interrupted`` when should_stop says so while
-        waiting (the load goes on in the background)."""
+        waiting, or give_way after ``GIVE_WAY_S`` (the load goes on in the background)."""
         self._start(i)
         self._start(i + 1)
         future = self._futures.pop(i)
+        since = time.monotonic()
         while True:
             try:
                 return future.result(timeout=STEP_S)
             except FutureTimeout:
-                if self._should_stop():
+                if _stop_waiting(self._should_stop, self._give_way, since):
                     raise Interrupted("reading was interrupted") from None
 
     def close(self) -> None:
@@ -132,11 +144,12 @@ class EntryStream(Generic[T]):
                  todo: Sequence[tuple[FileState, int]], *, wanted: Callable[[Entry], bool],
                  load: Callable[[Entry], T], loader: Loader,
                  carry: dict[CarryKey, Future[Any]], should_stop: Callable[[], bool],
+                 give_way: Callable[[], bool] = lambda: False,
                  max_bytes: int = 32 * 2**20, max_items: int = 512, max_loads: int = 4) -> None:
         self._read, self._todo = read, todo
         self._wanted, self._load, self._loader = wanted, load, loader
         self._carry = carry
-        self._should_stop = should_stop
+        self._should_stop, self._give_way = should_stop, give_way
         self._max_bytes, self._max_items = max_bytes, max_items
         self._loads = threading.Semaphore(max_loads)
         self._items: deque[Item[T] | BaseException | object] = deque()
@@ -194,11 +207,13 @@ class EntryStream(Generic[T]):
             yield item
 
     def _next(self) -> Item[T] | None:
-        """The next item; raises ``Interrupted`` when should_stop says so while waiting."""
+        """The next item; raises ``Interrupted`` when should_stop says so while waiting (or
+        give_way, after ``GIVE_WAY_S``: a 40 MB message being parsed)."""
+        since = time.monotonic()
         with self._cond:
             while not self._items:
                 self._cond.wait(STEP_S)
-                if not self._items and self._should_stop():
+                if not self._items and _stop_waiting(self._should_stop, self._give_way, since):
                     raise Interrupted("reading was interrupted")
             item = self._items.popleft()
             if isinstance(item, Item):
@@ -216,18 +231,19 @@ class EntryStream(Generic[T]):
 
     def result(self, item: Item[T]) -> T:
         """The load of ``item``: the one started ahead, or one started now. Raises
-        ``Interrupted`` when should_stop says so while waiting (the load goes on, and is
-        carried to the next pass)."""
+        ``Interrupted`` when should_stop says so while waiting, or give_way after
+        ``GIVE_WAY_S`` (the load goes on, and is carried to the next pass)."""
         if item.future is None:
             assert item.entry is not None
             entry = item.entry
             item.future = self._loader.submit(lambda: self._load(entry))
             self._taken = item
+        since = time.monotonic()
         while True:
             try:
                 value = item.future.result(timeout=STEP_S)
             except FutureTimeout:
-                if self._should_stop():
+                if _stop_waiting(self._should_stop, self._give_way, since):
                     raise Interrupted("reading was interrupted") from None
                 continue
             item.used = True

@@ -54,7 +54,9 @@ class EmbeddingThread:
     def _run(self) -> None:
         while not self._stop.is_set():
             if self.hold():
-                self._wake.wait(0.05)
+                # Not _wake.wait: every commit sets it, and a set event made this loop spin
+                # (taking the queue's lock and the GIL) for as long as small work ran.
+                self._stop.wait(0.05)
                 continue
             self._wake.clear()  # before looking: a commit meanwhile wakes the next wait
             try:

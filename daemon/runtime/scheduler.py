@@ -145,12 +145,13 @@ class JobQueue:
 
     def requeue(self, job: Job) -> None:
         """Put a preempted job back at its own priority (merged into a newer one if queued).
-        A bulk job whose turn is over goes behind the other bulk jobs of its priority."""
+        A bulk job whose turn is over goes behind the other bulk jobs of its priority; a
+        small job that gave way goes behind the small work it gave way to."""
         with self._cond:
             if self.running is job:
                 self.running = None
                 self.progress_left = None
-            if self._turn_over(job):
+            if self._turn_over(job) or not job.bulk:
                 job.seq = next(self._seq)
             for queued in self._jobs:
                 if _mergeable(queued, job):
@@ -183,6 +184,12 @@ class JobQueue:
             return False
         return any(j.bulk and j.collection != job.collection and j.priority <= job.priority
                    for j in self._jobs)
+
+    def small_queued(self) -> bool:
+        """Whether small work is queued: a small job waiting on a slow load (a delivered
+        mail's attachments, a book's conversion) gives way to it (decision 0025)."""
+        with self._cond:
+            return any(not j.bulk for j in self._jobs)
 
     def small_waiting(self) -> bool:
         """Whether small work is queued (the embedding thread gives the cores to it)."""

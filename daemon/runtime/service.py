@@ -209,6 +209,7 @@ class Daemon:
             self.app = App(self.paths, self.config, embedder=embedder,
                            on_progress=self._on_progress, indexing=self.indexing,
                            should_stop=self._should_stop)
+            self.app.indexer.give_way = self.queue.small_queued  # decision 0025
         except Exception as exc:
             log.exception("could not start (%s)", self.phase)
             self.fatal = str(exc)
@@ -270,8 +271,8 @@ class Daemon:
         if self.queue.paused:
             self.queue.requeue_front(job)
             return True
-        if self.queue.preempted():
-            self.queue.requeue(job)
+        if self.queue.preempted() or (not job.bulk and self.queue.small_queued()):
+            self.queue.requeue(job)  # a small job that gave way goes behind (decision 0025)
             return True
         return False
 

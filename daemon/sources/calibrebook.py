@@ -156,6 +156,12 @@ def _through_ebook_convert(data: bytes, suffix: str) -> Converted:
         if returncode != 0 or not out.is_file():
             if "DRM" in err:
                 raise ConvertSkip("encrypted", "the book is DRM-protected")
+            if "MemoryError" in err or "std::bad_alloc" in err:
+                raise ConvertSkip("convert_memory", "ebook-convert needed more memory than the "
+                                  "conversion worker's limit")
+            if returncode < 0:  # killed by a signal: a crash, or memory the limit refused
+                raise ConvertSkip("convert_crashed", f"ebook-convert died (signal "
+                                  f"{-returncode}) on this book")
             last = err.strip().splitlines()[-1:] or [f"exit status {returncode}"]
             raise ConvertSkip("parse_error", f"ebook-convert could not read the book: "
                               f"{last[0][:200]}")

@@ -31,6 +31,7 @@ from daemon.sources.files import WalkResult, read_bytes
 from daemon.sources.mail import MAX_BODY_CHARS, MailMessage, parse_message, with_body
 from daemon.sources.mailbox import (
     MAX_MESSAGE_BYTES,
+    TOO_LARGE,
     MailFile,
     list_mail,
     mail_folder,
@@ -130,6 +131,8 @@ class MailKind:
                     yield self._entry(root, rel, str(m.offset), m.data, m.end, m.warnings)
             return
         data = read_bytes(root, rel, MAX_MESSAGE_BYTES)
+        if isinstance(data, Skip) and data.code == "too_large":
+            data = Skip(TOO_LARGE, data.detail)
         if isinstance(data, Skip):
             yield self._skipped(rel, "", data, found.size)
             return

@@ -146,3 +146,20 @@ def test_small_work_is_not_preempted_by_bulk_work_of_any_priority() -> None:
     assert not q.preempted()  # the hint finishes first: no livelock
     q.put(Job("sync", "notes", EXPLICIT, paths={"a.md"}))
     assert q.preempted()  # an explicit request of the same size outranks a hint
+
+
+def test_a_small_job_that_gives_way_goes_behind_the_small_work_it_let_through() -> None:
+    """A job over one mbox is small, yet may hold 600,000 messages: after its turn, or while
+    it waits on a slow conversion, it lets a saved note go first (decision 0025)."""
+    q = JobQueue()
+    q.put(Job("sync", "email", HINT, paths={"archive.mbox"}))
+    running = q.get(0)
+    assert running is not None and not running.bulk
+    assert not q.small_queued()
+    q.put(Job("sync", "obsidian", HINT, paths={"note.md"}))
+    assert q.small_queued() and not q.preempted()  # only a yield asks for it
+    q.requeue(running)
+    note = q.get(0)
+    assert note is not None and note.collection == "obsidian"
+    q.task_done(note)
+    assert q.get(0) is running  # then the mbox goes on

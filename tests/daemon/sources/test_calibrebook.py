@@ -3,34 +3,19 @@ that lists one huge chapter many times is read once and cut to the book's budget
 
 from __future__ import annotations
 
-import io
+import os
+import stat
+import sys
+import time
 import tracemalloc
-import zipfile
+from pathlib import Path
 
 import pytest
-from calibre_fixtures import epub_bytes
+from calibre_fixtures import epub_bytes, odt_bytes, repeated_spine_epub
 
 from daemon.convert.bounds import TRUNCATED, text_budget
 from daemon.convert.converters import ConvertSkip, convert
 from daemon.sources.calibrebook import book_format, convert_chapters, is_book_format
-
-
-def repeated_spine_epub(chapter_mb: int, times: int) -> bytes:
-    """An EPUB whose spine lists one chapter of ``chapter_mb`` MB ``times`` times."""
-    para = "<p>" + " ".join(["lorem ipsum dolor sit amet"] * 8) + "</p>\n"
-    body = para * (chapter_mb * 2**20 // len(para))
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("mimetype", "application/epub+zip")
-        z.writestr("META-INF/container.xml", '<container xmlns="urn:oasis:names:tc:opendocument'
-                   ':xmlns:container"><rootfiles><rootfile full-path="c.opf"/></rootfiles>'
-                   "</container>")
-        z.writestr("c.opf", '<package xmlns="http://www.idpf.org/2007/opf"><manifest>'
-                   '<item id="ch" href="ch.xhtml" media-type="application/xhtml+xml"/>'
-                   "</manifest><spine>" + '<itemref idref="ch"/>' * times
-                   + "</spine></package>")
-        z.writestr("ch.xhtml", f"<html><body><h1>Big</h1>{body}</body></html>")
-    return buf.getvalue()
 
 
 def test_chapters_are_numbered_and_their_headings_moved_down() -> None:
@@ -58,3 +43,30 @@ def test_book_formats_name_their_suffix() -> None:
     with pytest.raises(ConvertSkip) as info:
         convert("calibre-epub", b"not a zip")
     assert info.value.code == "parse_error"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the rlimit in /bin/sh")
+def test_ebook_convert_runs_within_the_workers_limits(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Calibre book in a format ragd does not read goes to ebook-convert as the worker's
+    child: it inherits the worker's memory limit, and the worker's time limit stops it (it
+    ran from the daemon's writer with 300 s and no memory limit: 1.77 GB on a 62 KB ODT)."""
+    from daemon.convert.process import ConversionWorker
+    from daemon.models import Skip
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    limit = tmp_path / "limit"
+    exe = bin_dir / "ebook-convert"
+    exe.write_text(f"#!/bin/sh\nulimit -v > {limit}\nexec sleep 60\n", encoding="utf-8")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    worker = ConversionWorker(timeout_s=3.0, memory_mb=700, idle_s=0)
+    t0 = time.monotonic()
+    try:
+        answer = worker.convert(book_format("ODT").name, odt_bytes(10, "heron"))
+    finally:
+        worker.close()
+    assert isinstance(answer, Skip) and answer.code == "convert_timeout"
+    assert time.monotonic() - t0 < 10
+    assert limit.read_text(encoding="utf-8").strip() == str(700 * 1024)  # KiB

@@ -71,3 +71,30 @@ def mbox_bytes(messages: list[bytes]) -> bytes:
         out.append(b"From ragd@example.org Thu May  4 10:00:00 2023\n" + b"\n".join(quoted)
                    .rstrip(b"\n") + b"\n\n")
     return b"".join(out)
+
+
+# -- hostile mail (issue 28) ----------------------------------------------------------------------
+SEPARATOR = b"From ada@example.org Thu May  4 10:00:00 2023\n"
+
+
+def raw(subject: str, mid: str, content_type: str, body: bytes,
+        encoding: str = "8bit") -> bytes:
+    """A message with one body part of ``content_type``, its bytes as given."""
+    return (f"From: Mallory <mallory@example.org>\nTo: ada@example.org\nSubject: {subject}\n"
+            f"Date: Thu, 04 May 2023 10:00:00 +0000\nMessage-ID: <{mid}@example.org>\n"
+            f"MIME-Version: 1.0\nContent-Type: {content_type}\n"
+            f"Content-Transfer-Encoding: {encoding}\n\n").encode() + body
+
+
+def nested(tag: str, close: str, n: int, text: str) -> bytes:
+    """``n`` nested ``tag``s around ``text`` (a line break every 1,000: mail lines are short)."""
+    opening = ((tag * 1000 + "\n") * (n // 1000)).encode()
+    return opening + text.encode() + ((close * 1000 + "\n") * (n // 1000)).encode()
+
+
+def latex(n: int) -> bytes:
+    """A LaTeX paper of ~1 MB that pylatexenc takes seconds over (280,000 characters/s)."""
+    para = " ".join(f"word{i % 50} \\emph{{x{n}}}" for i in range(40))
+    return ("\\documentclass{article}\\begin{document}\n"
+            + "".join(f"\\section{{Part {n}.{j}}}\n{para}\n\n" for j in range(2500))
+            + "\\end{document}\n").encode()

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from daemon.convert.bounds import TRUNCATED, cut
+from daemon.convert.bounds import TRUNCATED, cut, text_budget
 from daemon.convert.formats import Format, format_for
 from daemon.convert.htmltext import html_text
 from daemon.models import Document, FileState, Skip
@@ -33,6 +33,7 @@ from daemon.sources.calibrebook import book_format
 from daemon.sources.calibredb import Book, book_uri, pub_day, read_library, timestamp_ns
 from daemon.sources.containment import open_inside
 from daemon.sources.files import WalkResult, read_bytes
+from daemon.sources.mailkind import cut_text_bytes
 
 if TYPE_CHECKING:
     from daemon.convert.documents import Documents
@@ -221,6 +222,11 @@ class CalibreKind:
             target = book_format(fmt)
         elif target.name == "epub":
             target = book_format("epub")
+        elif not target.in_worker:  # a TXT book is decoded here: never past its budget
+            budget_bytes = 4 * text_budget(len(data))
+            if len(data) > budget_bytes:
+                data = cut_text_bytes(data, budget_bytes)
+                warnings.append(TRUNCATED)
         conv = self.docs.store.convert(data, target, source_path=str(root / rel))
         if isinstance(conv, Skip):
             warnings.append("text_" + conv.code)

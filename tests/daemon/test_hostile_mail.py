@@ -12,15 +12,12 @@ from pathlib import Path
 import pytest
 from daemon_proc import DaemonProc, wait_for
 from hostile_daemon import GB, Hostile, environment
-from mail_fixtures import deliver, maildir, mbox_bytes, message
+from mail_fixtures import SEPARATOR, deliver, latex, maildir, mbox_bytes, message, nested, raw
 from vault_fixtures import write_vault
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not Path("/proc/self/status").exists(),
                                  reason="reads the daemon's peak memory from /proc")]
-
-SEPARATOR = b"From ada@example.org Thu May  4 10:00:00 2023\n"
-
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory, shared_models: Path
@@ -48,14 +45,6 @@ def _mail(h: Hostile) -> Path:
     return h.root
 
 
-def raw(subject: str, mid: str, content_type: str, body: bytes,
-        encoding: str = "8bit") -> bytes:
-    return (f"From: Mallory <mallory@example.org>\nTo: ada@example.org\nSubject: {subject}\n"
-            f"Date: Thu, 04 May 2023 10:00:00 +0000\nMessage-ID: <{mid}@example.org>\n"
-            f"MIME-Version: 1.0\nContent-Type: {content_type}\n"
-            f"Content-Transfer-Encoding: {encoding}\n\n").encode() + body
-
-
 def check(h: Hostile, key: str, code: str, *, skipped: bool = False) -> dict[str, object]:
     """The message's row carries ``code`` (a warning, or its skip code), and the daemon's
     peak memory is under 1 GB."""
@@ -74,12 +63,6 @@ def deliver_and_save(h: Hostile, data: bytes) -> float:
     deliver(_mail(h), data)
     h.busy_with("email")
     return h.save_note()
-
-
-def nested(tag: str, close: str, n: int, text: str) -> bytes:
-    """``n`` nested ``tag``s around ``text`` (a line break every 1,000: mail lines are short)."""
-    opening = ((tag * 1000 + "\n") * (n // 1000)).encode()
-    return opening + text.encode() + ((close * 1000 + "\n") * (n // 1000)).encode()
 
 
 def test_row1_three_million_nested_tags(hostile: Hostile) -> None:
@@ -136,13 +119,6 @@ def test_row3b_large_text_attachment(hostile: Hostile) -> None:
                                                 attachment=("tank.txt", "text/plain", log)))
     check(hostile, "mid:tank-logs@example.org", "attachment_truncated")
     print(f"row 3b: save {seconds:.2f} s")
-
-
-def latex(n: int) -> bytes:
-    para = " ".join(f"word{i % 50} \\emph{{x{n}}}" for i in range(40))
-    return ("\\documentclass{article}\\begin{document}\n"
-            + "".join(f"\\section{{Part {n}.{j}}}\n{para}\n\n" for j in range(2500))
-            + "\\end{document}\n").encode()
 
 
 def test_row3c_several_slow_attachments(hostile: Hostile) -> None:

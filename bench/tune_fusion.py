@@ -92,9 +92,16 @@ def run_legs(app: Any, queries: Sequence[str], document: Callable[[str], str] = 
 
 
 def fuse(lg: Legs, doc_of: dict[int, str], ordinal: dict[int, int], setting: Setting | str,
-         k: int = K) -> list[str]:
+         k: int = K, guard: bool = True) -> list[str]:
     """The top ``k`` documents of one query under one setting, as the engine ranks them."""
-    from daemon.search.fusion import best_per_note, collapse, rrf, zscore_fusion
+    from daemon.search.fusion import (
+        best_per_note,
+        collapse,
+        keep_sure,
+        rrf,
+        sure_hits,
+        zscore_fusion,
+    )
 
     def live(hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
         return [(c, s) for c, s in hits if c in doc_of]
@@ -109,13 +116,17 @@ def fuse(lg: Legs, doc_of: dict[int, str], ordinal: dict[int, int], setting: Set
     sem_w, note_w, kw_w = setting
     note_of: Callable[[int], Hashable] = doc_of.__getitem__
     sem = live(lg.semantic)
+    per_note = {"semantic": best_per_note(sem, note_of),
+                "note": best_per_note([(c, s) for c, s in sem if ordinal[c] <= 0], note_of),
+                "keyword": best_per_note(live(lg.keyword), note_of),
+                "phrase": best_per_note(live(lg.phrase), note_of)}
     notes = zscore_fusion(
-        {"semantic": best_per_note(sem, note_of),
-         "note": best_per_note([(c, s) for c, s in sem if ordinal[c] <= 0], note_of),
-         "keyword": best_per_note(live(lg.keyword), note_of),
-         "phrase": best_per_note(live(lg.phrase), note_of)},
-        {"semantic": sem_w, "note": note_w, "keyword": kw_w, "phrase": kw_w},
+        per_note, {"semantic": sem_w, "note": note_w, "keyword": kw_w, "phrase": kw_w},
         exact=[doc_of[c] for c in lg.titles if c in doc_of])
+    if guard:  # the engine's sure-hit guard (decision 0027)
+        notes = keep_sure(notes, [*sure_hits(per_note["keyword"],
+                                             exhausted=len(lg.keyword) < LEG_DEPTH),
+                                  *sure_hits(per_note["semantic"])])
     return [str(n.note) for n in notes[:k]]
 
 
@@ -137,8 +148,9 @@ class EvalSet:
     ordinal: dict[int, int]
     score: Callable[[list[list[str]]], float]
 
-    def of(self, setting: Setting | str) -> float:
-        return self.score([fuse(lg, self.doc_of, self.ordinal, setting) for lg in self.legs])
+    def of(self, setting: Setting | str, guard: bool = True) -> float:
+        return self.score([fuse(lg, self.doc_of, self.ordinal, setting, guard=guard)
+                           for lg in self.legs])
 
     def leg(self, name: str) -> float:
         return self.score([single_legs(lg, self.doc_of)[name] for lg in self.legs])
@@ -234,6 +246,8 @@ def main() -> None:
         label = st if isinstance(st, str) else (
             ("default " if st == default else "best on tuning ") + str(st))
         rows_out.append([label, *[s.of(st) for s in tune + check]])
+    rows_out.append(["default without the sure-hit guard",
+                     *[s.of(default, guard=False) for s in tune + check]])
     rows_out += [[f"{leg} leg alone", *[s.leg(leg) for s in tune + check]]
                  for leg in ("semantic", "keyword")]
     print(table("tuning and held-out sets", rows_out,

@@ -25,8 +25,10 @@ from daemon.search.fusion import (
     best_per_note,
     collapse,
     fold_properties,
+    keep_sure,
     normalise,
     rrf,
+    sure_hits,
     zscore_fusion,
 )
 from daemon.stores.catalog import Catalog, ChunkRow
@@ -116,6 +118,7 @@ class _HybridLegs:
     semantic: list[tuple[int, float]]
     phrase: list[tuple[int, float]]
     titles: list[int]
+    depth: int = 0  # what each leg was asked for
 
     def full(self, k: int) -> bool:
         """Whether some leg gave all ``k`` it was asked for (it may hold more)."""
@@ -348,7 +351,7 @@ class SearchEngine:
         kw, phrase = self.keyword_hits(query, k, f), self.phrase_hits(query, k, f)
         titles = self.title_leg(query, f)
         vector, sem = pending.result()
-        return _HybridLegs(vector, kw, sem, phrase, titles)
+        return _HybridLegs(vector, kw, sem, phrase, titles, k)
 
     def _hybrid_results(self, query: str, legs: _HybridLegs, req: SearchRequest
                         ) -> list[dict[str, Any]]:
@@ -371,13 +374,20 @@ class SearchEngine:
         # Notes read but not embedded yet: the semantic legs could not have found them.
         waiting = self.catalog.backlog_sources({note_of(c) for c, _ in [*kw, *phrase]}
                                                | {note_of(c) for c in titles})
+        per_note = {"semantic": best_per_note(sem, note_of),
+                    "note": best_per_note(heads, note_of),
+                    "keyword": best_per_note(kw, note_of),
+                    "phrase": best_per_note(phrase, note_of)}
         notes = zscore_fusion(
-            {"semantic": best_per_note(sem, note_of), "note": best_per_note(heads, note_of),
-             "keyword": best_per_note(kw, note_of), "phrase": best_per_note(phrase, note_of)},
+            per_note,
             {"semantic": s.z_semantic_weight, "note": s.z_note_weight,
              "keyword": s.z_keyword_weight, "phrase": s.z_keyword_weight * s.exact_weight},
             exact=[note_of(c) for c in titles], exact_weight=s.exact_weight,
             blind={"semantic": waiting, "note": waiting})
+        # A leg's sure hit (a rare word, a best note far ahead of its second) stays on top.
+        notes = keep_sure(notes, [*sure_hits(per_note["keyword"],
+                                             exhausted=len(legs.keyword) < legs.depth),
+                                  *sure_hits(per_note["semantic"])])
         # Which chunks show a note: its chunks by RRF over the legs, body before properties.
         chunks = rrf({"keyword": [c for c, _ in kw], "semantic": [c for c, _ in sem],
                       "exact": titles + [c for c, _ in phrase]},

@@ -169,3 +169,47 @@ def zscore_fusion(legs: Mapping[str, Sequence[tuple[Hashable, float]]],
     out = [NoteScore(n, score[n], min(1.0, display[n]), ranks[n]) for n in notes]
     out.sort(key=lambda f: (-f.score, min(f.ranks.values(), default=0), str(f.note)))
     return out
+
+
+# A leg's sure hit (issue 22): a note the fusion must show near the top whatever the other legs
+# say. SURE_GAP: a leg's best note stands this many of the leg's standard deviations above its
+# second. SURE_FEW: a keyword leg that ran out of matches found at most this many notes (the
+# query's words occur nowhere else: a rare word). SURE_PLACE: the rank a sure hit is lifted to
+# when the fusion put it lower. On the shared sets (bench/tune_fusion.py, "guard" rows;
+# decision 0027) the guard at place 3 moves no score by more than 0.001: it protects the
+# cases they lack without moving what they measure.
+SURE_GAP = 2.0
+SURE_FEW = 3
+SURE_PLACE = 3
+
+
+def sure_hits(hits: Sequence[tuple[Hashable, float]], *, exhausted: bool = False
+              ) -> list[Hashable]:
+    """The notes of one leg's per-note hits (best first) that are sure: all of them when an
+    ``exhausted`` leg (it returned fewer than it was asked for) found at most SURE_FEW, else
+    its best note when it stands SURE_GAP deviations above the second."""
+    if not hits:
+        return []
+    if exhausted and len(hits) <= SURE_FEW:
+        return [n for n, _ in hits]
+    if len(hits) < 3:
+        return []
+    values = [s for _, s in hits]
+    mean = sum(values) / len(values)
+    sd = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+    return [hits[0][0]] if sd > 0 and (values[0] - values[1]) / sd >= SURE_GAP else []
+
+
+def keep_sure(notes: Sequence[NoteScore], sure: Sequence[Hashable],
+              place: int = SURE_PLACE) -> list[NoteScore]:
+    """``notes`` with each sure note that ranks below ``place`` lifted to it (in the order
+    given: the first sure note ends highest)."""
+    out = list(notes)
+    index = {n.note: n for n in out}
+    for note in reversed(list(dict.fromkeys(sure))):
+        item = index.get(note)
+        if item is None or out.index(item) < place:
+            continue
+        out.remove(item)
+        out.insert(place - 1, item)
+    return out

@@ -120,3 +120,24 @@ def test_a_leg_blind_to_a_note_does_not_count_it_as_missed() -> None:
     # A note the blind leg did find is scored as usual.
     seen = zscore_fusion(legs, weights, blind={"semantic": {"a"}})
     assert [f.note for f in seen] == [f.note for f in penalised]
+
+
+def test_sure_hits_are_a_few_notes_of_an_exhausted_leg_or_a_best_far_ahead() -> None:
+    from daemon.search.fusion import sure_hits
+
+    assert sure_hits([("a", 3.0), ("b", 2.0)], exhausted=True) == ["a", "b"]
+    assert sure_hits([("a", 3.0), ("b", 2.0)], exhausted=False) == []  # more may follow
+    spread = [("a", 1.0), ("b", 0.9), ("c", 0.8), ("d", 0.7)]
+    assert sure_hits(spread) == []
+    ahead = [("a", 10.0), *[(str(i), 1.0 + i / 100) for i in range(20)]]
+    assert sure_hits(ahead) == ["a"]
+    assert sure_hits([]) == []
+
+
+def test_keep_sure_lifts_a_sure_note_to_its_place_and_leaves_the_rest() -> None:
+    from daemon.search.fusion import NoteScore, keep_sure
+
+    notes = [NoteScore(n, 10 - i, 0.5) for i, n in enumerate("abcdefg")]
+    order = [n.note for n in keep_sure(notes, ["f", "g"], place=3)]
+    assert order == ["a", "b", "f", "g", "c", "d", "e"]
+    assert [n.note for n in keep_sure(notes, ["b", "zz"], place=3)] == list("abcdefg")

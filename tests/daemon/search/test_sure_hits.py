@@ -1,0 +1,76 @@
+"""A leg's sure hit survives fusion (issue 22): a word that occurs in one note only is found by
+hybrid search near the top, even when the semantic legs prefer notes holding look-alike words."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.runtime.app import App
+from daemon.search import fusion
+from daemon.search.engine import SearchRequest
+from daemon.search.filters import Filters
+from daemon.settings.config import load_config
+from daemon.settings.paths import resolve_paths
+
+pytestmark = pytest.mark.slow
+
+TOPICS = ["sourdough starter feeding", "bicycle chain maintenance", "tax return checklist",
+          "houseplant watering schedule", "marathon training plan", "kitchen renovation budget",
+          "guitar chord progressions", "birdwatching at the lake", "weekly meal planning",
+          "home network setup", "reading list for winter", "camping gear inventory"]
+
+
+def write_lookalike_vault(root: Path) -> Path:
+    """Ordinary notes, five short notes made of look-alike nonsense words, and one long note
+    that holds the rare word once, deep in unrelated text."""
+    root.mkdir(parents=True)
+    (root / ".obsidian").mkdir()
+    for i, topic in enumerate(TOPICS):
+        (root / f"Note {i}.md").write_text(
+            f"# {topic.title()}\n\nNotes on {topic}. " + f"Some thoughts about {topic}. " * 20,
+            encoding="utf-8")
+    for n in (1, 2, 3, 4, 5):
+        word = f"zqxfresh{n}vortex"
+        (root / f"Lookalike {n}.md").write_text(f"{word} {word}\n\n{word} zqx vortex fresh\n",
+                                                encoding="utf-8")
+    body = "\n\n".join(f"The quarterly review covered {t} in some detail." for t in TOPICS)
+    (root / "Quarterly review.md").write_text(
+        f"# Quarterly review\n\n{body}\n\nReference code zqxfresh6vortex for the archive.\n\n"
+        f"{body}\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory, real_embedder: Any) -> Iterator[App]:
+    vault = write_lookalike_vault(tmp_path_factory.mktemp("sure") / "Vault")
+    paths = resolve_paths()
+    config = load_config(paths, {"obsidian.vaults": [str(vault)]})
+    with App(paths, config, embedder=real_embedder) as a:
+        a.sync_all()
+        yield a
+
+
+def titles(app: App, query: str, mode: str) -> list[str]:
+    req = SearchRequest(query=query, mode=mode, top_k=10, filters=Filters())
+    return [r["title"] for r in app.search_engine.search(req)["results"]]
+
+
+@pytest.mark.parametrize("query", ["zqxfresh6vortex", "the archive reference zqxfresh6vortex"])
+def test_a_word_in_one_note_keeps_that_note_in_the_top_five(app: App, query: str) -> None:
+    assert titles(app, query, "keyword")[0] == "Quarterly review"
+    assert "Quarterly review" in titles(app, query, "hybrid")[:5]
+
+
+def test_without_the_guard_the_lookalikes_bury_it(app: App, monkeypatch: pytest.MonkeyPatch
+                                                  ) -> None:
+    """The case is hard: the semantic legs rank the look-alikes first, and fusion alone lets
+    them push the keyword leg's only hit down (so the test above can fail)."""
+    semantic = titles(app, "zqxfresh6vortex", "semantic")
+    assert all(t.startswith("Lookalike") for t in semantic[:5])
+    monkeypatch.setattr(fusion, "SURE_PLACE", 10_000)
+    monkeypatch.setattr(fusion.keep_sure, "__defaults__", (10_000,))
+    assert "Quarterly review" not in titles(app, "zqxfresh6vortex", "hybrid")[:5]

@@ -253,9 +253,14 @@ class Daemon:
         return self._stop.is_set() or self.queue.paused or self.queue.preempted()
 
     def _hold_embedding(self) -> bool:
-        """The embedding thread waits between slices while paused, and while small work (a
-        saved note) is queued or running: the cores go to what the user is waiting for."""
-        return self._stop.is_set() or self.queue.paused or self.queue.small_waiting()
+        """The embedding thread waits between slices while paused, while small work (a
+        saved note) is queued or running, and while bulk work reads, unless a user's own edit
+        waits for its vectors: the cores go to what the user is waiting for, and a bulk
+        collection is keyword-searchable whole before its vectors start (decision 0022)."""
+        if self._stop.is_set() or self.queue.paused or self.queue.small_waiting():
+            return True
+        running = self.queue.running
+        return running is not None and running.bulk and not self.app.catalog.backlog_urgent()
 
     def _on_embedded(self) -> None:
         now = time.monotonic()

@@ -109,6 +109,12 @@ def counts(db: sqlite3.Connection) -> Counts:
     return Counts(sum(n for _, n, _ in by), sum(s for _, _, s in by), by)
 
 
+def urgent_waiting(db: sqlite3.Connection) -> bool:
+    """Whether a user's own edit or request waits for its vectors (one index probe)."""
+    return db.execute("SELECT 1 FROM unembedded WHERE urgency=? LIMIT 1",
+                      (URGENT,)).fetchone() is not None
+
+
 def chunk_ids(db: sqlite3.Connection) -> set[int]:
     """Every chunk still waiting for its vector (consistency checks)."""
     return {int(r[0]) for r in db.execute("SELECT chunk_id FROM unembedded")}

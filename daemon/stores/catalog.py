@@ -382,7 +382,7 @@ class Catalog:
     def source_records(self, collection_id: int) -> list[SourceRecord]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT id, path, size, mtime_ns, sha256, status, skip_code FROM sources"
+                "SELECT id, path, size, mtime_ns, sha256, status, skip_code, indexed_at FROM sources"
                 " WHERE collection_id=?",
                 (collection_id,),
             ).fetchall()
@@ -742,6 +742,10 @@ class Catalog:
     def backlog_counts(self) -> backlog.Counts:
         with self._lock:
             return backlog.counts(self._db)
+
+    def backlog_urgent(self) -> bool:
+        with self._lock:
+            return backlog.urgent_waiting(self._db)
 
     def backlog_sources(self, source_ids: Iterable[int]) -> set[int]:
         """Those of ``source_ids`` with chunks still waiting for their vectors."""

@@ -77,3 +77,4 @@ class SourceRecord:
     sha256: str
     status: str
     skip_code: str | None = None
+    indexed_at: float = 0.0  # when it was last read (for a skip: when it was skipped)

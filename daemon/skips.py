@@ -24,19 +24,19 @@ SKIP_CODES: dict[str, str] = {
     "no_text": "the document holds no text to index (a scan without a text layer? an image "
     "is read only with Tesseract OCR installed)",
     "convert_timeout": "converting the document took longer than the conversion time limit "
-    "(120 s) and was stopped; it is tried again on the next sweep",
+    "(120 s) and was stopped; it is tried again after 6 hours, or when ragd restarts",
     "convert_memory": "converting the document needed more memory than the converter's limit "
-    "(2 GB) and was stopped",
+    "(2 GB) and was stopped; it is tried again after 6 hours, or when ragd restarts",
     "convert_crashed": "the converter process crashed on this document (a damaged or hostile "
-    "file); ragd itself kept running",
+    "file); ragd itself kept running. It is tried again after 6 hours, or when ragd restarts",
     "ocr_unavailable": "reading text from an image needs Tesseract OCR (e.g. apt install "
-    "tesseract-ocr), which is not installed",
+    "tesseract-ocr), which is not installed; the image is read once it is",
     "message_too_large": "a mail message larger than 25 MB with its attachments: not indexed "
     "(the parser would need several times that in memory; mail services refuse such "
     "messages anyway)",
     "ebook_convert_missing": "reading a MOBI, AZW or AZW3 book needs Calibre's ebook-convert "
     "(e.g. apt install calibre, or calibre-ebook.com; on macOS put calibre.app/Contents/MacOS "
-    "on the PATH), which is not installed",
+    "on the PATH), which is not installed; the book is read once it is",
 }
 
 # Problems that did not stop a file from being indexed.

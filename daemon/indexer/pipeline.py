@@ -29,7 +29,7 @@ from daemon.embed.embedding import Embedder
 from daemon.errors import Interrupted
 from daemon.indexer.containers import plan_containers
 from daemon.indexer.readahead import CarryKey, EntryStream, Loader, ReadAhead
-from daemon.indexer.reconcile import Plan, reconcile
+from daemon.indexer.reconcile import Plan, RetryClock, reconcile
 from daemon.models import ChunkDraft, Document, FileState, Skip
 from daemon.sources.base import (
     ContainerKind,
@@ -182,6 +182,7 @@ class Indexer:
         # load gives way to it, the load going on in the background (decision 0025).
         self.give_way: Callable[[], bool] = lambda: False
         self._started = 0.0  # when the current sync began
+        self.retries = RetryClock()  # when a skip of the moment is read again (decision 0026)
         # Held for every index projection (catch_up, save, rebuild): the writer and the
         # embedding thread both apply journal ops, never at the same time.
         self.lock = threading.RLock()
@@ -232,7 +233,8 @@ class Indexer:
             disk = [f for f in disk if f.path in wanted or f.path.startswith(prefixes)]
             known = [r for r in known if r.path in wanted or r.path.startswith(prefixes)]
         forced = {f.path for f in disk} if force else set()
-        plan = reconcile(disk, known, lambda rel: self._hash(root, rel), force=forced)
+        plan = reconcile(disk, known, lambda rel: self._hash(root, rel), force=forced,
+                         retry=self.retries.policy().due)
         report.add_stage("scan", time.perf_counter() - t0)
         report.total_found = len(disk) + len(walked.skipped)
         report.unchanged = plan.unchanged

@@ -75,3 +75,58 @@ def test_two_identical_files_moved_pair_up_once_each() -> None:
     known = [rec(1, "a.md", sha="same"), rec(2, "b.md", sha="same")]
     plan = reconcile(disk, known, h)
     assert sorted((o.path, n.path) for o, n in plan.moved) == [("a.md", "x.md"), ("b.md", "y.md")]
+
+
+# -- skips of the moment (decision 0026) -------------------------------------------------------
+def skipped(code: str, at: float) -> SourceRecord:
+    return SourceRecord(1, "a.mobi", 10, 1, "", "skipped", code, at)
+
+
+def test_a_tool_skip_is_retried_once_the_tool_is_found_not_before_nor_again() -> None:
+    from daemon.indexer.reconcile import RetryPolicy
+
+    no_tool = RetryPolicy(now=100.0, started=0.0)
+    assert not no_tool.due(skipped("ebook_convert_missing", 50.0))
+    found = RetryPolicy(now=100.0, started=0.0, tools_since={"ebook-convert": 80.0})
+    assert found.due(skipped("ebook_convert_missing", 50.0))  # skipped before it was found
+    assert not found.due(skipped("ebook_convert_missing", 90.0))  # skipped since: not again
+    assert not found.due(skipped("ocr_unavailable", 50.0))  # another tool's skip
+
+
+def test_a_costly_skip_is_retried_in_a_new_run_or_after_the_interval() -> None:
+    from daemon.indexer.reconcile import RETRY_AFTER_S, RetryPolicy
+
+    policy = RetryPolicy(now=10_000.0, started=9_000.0)
+    assert policy.due(skipped("convert_timeout", 8_000.0))  # from an earlier run
+    assert not policy.due(skipped("convert_timeout", 9_500.0))  # this run, recently
+    late = RetryPolicy(now=9_500.0 + RETRY_AFTER_S, started=9_000.0)
+    assert late.due(skipped("convert_crashed", 9_500.0))
+    assert not late.due(skipped("encrypted", 0.0))  # the file's own doing: never by time
+    assert late.due(skipped("unreadable", 9_999.0)) and not late.due(rec(1, "a.md"))
+
+
+def test_reconcile_reads_again_what_the_policy_says_is_due() -> None:
+    from daemon.indexer.reconcile import RetryPolicy
+
+    h, calls = hashes({})
+    known = [SourceRecord(1, "old.tex", 10, 1, "", "skipped", "convert_timeout", 5.0),
+             SourceRecord(2, "new.tex", 10, 1, "", "skipped", "convert_timeout", 50.0)]
+    disk = [FileState("old.tex", 10, 1), FileState("new.tex", 10, 1)]
+    plan = reconcile(disk, known, h, retry=RetryPolicy(now=60.0, started=10.0).due)
+    assert [f.path for f in plan.modified] == ["old.tex"] and plan.unchanged == 1
+    assert calls == []
+
+
+def test_the_retry_clock_counts_a_tool_from_when_it_is_found() -> None:
+    from daemon.indexer.reconcile import RetryClock
+
+    now = [100.0]
+    present: set[str] = set()
+    clock = RetryClock(which=lambda t: t if t in present else None, clock=lambda: now[0])
+    assert clock.policy().tools_since == {}
+    now[0] = 200.0
+    present.add("ebook-convert")
+    assert clock.policy().tools_since == {"ebook-convert": 200.0}
+    now[0] = 300.0
+    assert clock.policy().tools_since == {"ebook-convert": 200.0}  # kept, not moved
+    assert clock.started == 100.0

@@ -19,6 +19,7 @@ import numpy as np
 from daemon.convert.formats import page_number
 from daemon.embed.embedding import Embedder
 from daemon.errors import InvalidArgument
+from daemon.search.boilerplate import legs_without_boilerplate, without_boilerplate
 from daemon.search.filters import COLLECTION_TYPES, MODES, Filters, system_family, to_sql
 from daemon.search.fusion import (
     Fused,
@@ -318,7 +319,8 @@ class SearchEngine:
                 legs["semantic"] = [c for c, _ in self._semantic(vec, k, req.filters)]
             if req.mode != "semantic":
                 legs["exact"] = self.exact_leg(query, k, req.filters)
-        fused = rrf(legs, self._weights, s.rrf_k)
+        ranked = legs_without_boilerplate(self.catalog.boilerplate, legs)  # decision 0026
+        fused = rrf(ranked, self._weights, s.rrf_k)
         rows = self.catalog.chunks_by_id([f.id for f in fused])
         fused = [f for f in fused if f.id in rows]  # deleted since the leg ran
         fused = fold_properties(fused, lambda i: rows[i].source_id,
@@ -367,6 +369,7 @@ class SearchEngine:
             return rows[cid].source_id
 
         kw, sem, phrase = live(legs.keyword), live(legs.semantic), live(legs.phrase)
+        kw, sem, phrase = without_boilerplate(self.catalog.boilerplate, kw, sem, phrase)  # 0026
         titles = [c for c in legs.titles if c in rows]
         # The note leg: a note's opening chunk and its properties (title, aliases,
         # properties, first section) as found by the semantic search.

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from daemon.models import ChunkDraft, SourceRecord
-from daemon.stores import backlog
+from daemon.stores import backlog, boilerplate
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +225,7 @@ class Catalog:
         self._db.executescript(_SCHEMA)
         self._db.executescript(backlog.SCHEMA)
         self._add_columns()
+        boilerplate.install(self._db)  # chunk shapes, kept by triggers (decision 0026)
         stored = self.get_meta("schema_version")
         if stored is None or int(stored) < SCHEMA_VERSION:
             self.set_meta("schema_version", str(SCHEMA_VERSION))
@@ -821,6 +822,11 @@ class Catalog:
             metadata=json.loads(r["metadata"]),
             tags=tuple(r["tags"].split("\x1f")) if r["tags"] else (),
         )
+
+    def boilerplate(self, ids: Iterable[int]) -> set[int]:
+        """The chunks of ``ids`` whose text many notes of their collection share."""
+        with self._lock:
+            return boilerplate.shared(self._db, ids)
 
     def chunks_by_id(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
         out: dict[int, ChunkRow] = {}

@@ -39,8 +39,21 @@ SKIP_CODES: dict[str, str] = {
     "on the PATH), which is not installed; the book is read once it is",
 }
 
+# Code groups (decision 0030).
+SKIP_CODES.update({
+    "vendored": "a folder of third-party or built code (node_modules, vendor, ...; "
+    "code.vendored lists the names): its files are not indexed",
+    "generated": "a generated source file (its name, or a 'generated, do not edit' mark)",
+    "minified": "a minified source file (very long lines): nothing a person would search",
+    "submodule": "a git submodule: index its repository on its own (add it to the group)",
+    "git_unreadable": "git could not read the repository (a corrupt .git?): its files are "
+    "indexed as a plain folder, its history is not",
+})
+
 # Problems that did not stop a file from being indexed.
 WARNING_CODES: dict[str, str] = {
+    "commit_files_truncated": "a commit touching more files than code.max_commit_files: "
+    "the first ones are indexed",
     "bad_frontmatter": "frontmatter is not valid YAML: indexed the text without its metadata",
     "invalid_utf8": "file is not valid UTF-8: it was read as Windows-1252 (or Latin-1)",
     "frontmatter_too_large": "frontmatter is too large or too complex (YAML merges) to read "

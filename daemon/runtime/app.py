@@ -155,7 +155,10 @@ class App:
     def register_system_collections(self) -> list[Collection]:
         """Register the configured (or discovered) vaults, the first as `obsidian`, and the
         configured mail paths, the first as `email`."""
-        return self._register_vaults() + self._register_mail() + self._register_calibre()
+        from daemon.runtime.codegroups import register_code_groups
+
+        return (self._register_vaults() + self._register_mail() + self._register_calibre()
+                + register_code_groups(self))
 
     def _register_calibre(self) -> list[Collection]:
         """Each library of ``[calibre] libraries`` (else the one Calibre's own settings name)
@@ -326,8 +329,13 @@ class App:
         # Read from the target just checked, not from a path a link may turn elsewhere.
         coll = dataclasses.replace(coll, root=str(root))
         only = self.catalog.get_meta(_MAIL_ONLY + coll.name) or None
-        kind = kind_for(coll.kind, self.config.index.exclude, self.documents, root, only=only,
-                        formats=self.config.calibre.formats)
+        if coll.kind == "code":  # a group of repositories (decision 0030)
+            from daemon.runtime.codegroups import code_kind
+
+            kind: Any = code_kind(self, coll, paths)
+        else:
+            kind = kind_for(coll.kind, self.config.index.exclude, self.documents, root,
+                            only=only, formats=self.config.calibre.formats)
         reembed = self.reembed_needed and paths is None
         try:
             report = self.indexer.sync(coll, kind, paths=paths, force=force or reembed,
@@ -374,8 +382,8 @@ class App:
 
     def watch_roots(self) -> dict[str, str]:
         """The roots to watch: every collection's but those stopped by the folder policy."""
-        return {c.name: c.root for c in self.catalog.collections()
-                if self.root_problem(c) is None}
+        return {c.name: c.root for c in self.catalog.collections()  # code: codegroups
+                if c.kind != "code" and self.root_problem(c) is None}
 
     def _refusal(self, real: str) -> str | None:
         guarded = (self.paths.data_dir, self.paths.state_dir, self.paths.config_dir)

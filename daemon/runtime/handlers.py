@@ -89,10 +89,16 @@ async def index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
         # An AI client may not make a hidden folder (~/.ssh, ~/.aws) searchable; the folder
         # policy that holds for everyone (system and log folders, ragd's data) follows.
         check_root(path, guarded=guarded(d), hidden=not speaks_for_user(conn.client))
-        coll = await asyncio.to_thread(_project, app, name, path,
-                                       bool(params.get("allow_large")))
-        if d._watcher is not None:
-            d._watcher.roots_changed()
+        from daemon.runtime.codegroups import add_repository, is_code_group
+
+        if is_code_group(app, name):  # a repository joins a code group (decision 0030)
+            coll = await asyncio.to_thread(add_repository, app, name, path)
+        else:
+            coll = await asyncio.to_thread(_project, app, name, path,
+                                           bool(params.get("allow_large")))
+        for watcher in (d._watcher, d._code_watcher):
+            if watcher is not None:
+                watcher.roots_changed()
         name = coll.name
     elif name:
         await asyncio.to_thread(app.collection, name)  # unknown name: a clear NotFound

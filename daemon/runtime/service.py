@@ -100,6 +100,7 @@ class Daemon:
         self._writer = threading.Thread(target=self._writer_main, name="ragd-writer",
                                         daemon=True)
         self._watcher: Watcher | None = None
+        self._code_watcher: Watcher | None = None
         self._embedding: EmbeddingThread | None = None
         self._last_event = 0.0
 
@@ -149,6 +150,8 @@ class Daemon:
         self.queue.close()
         if self._watcher is not None:
             await asyncio.to_thread(self._watcher.stop)
+        if self._code_watcher is not None:
+            await asyncio.to_thread(self._code_watcher.stop)
         await asyncio.to_thread(self._writer.join, GRACE_S)
         if self._server is not None:
             await self._server.close()
@@ -218,6 +221,11 @@ class Daemon:
             self._watcher = Watcher(self.watch_roots, self.config.index.exclude, self.on_hints,
                                     self.config.daemon.debounce_ms, self.mail_collections)
             self._watcher.start()
+            from daemon.runtime.codegroups import start_watcher  # decision 0030
+
+            self._code_watcher = start_watcher(self.app, self.on_hints,
+                                               self.config.index.exclude,
+                                               self.config.daemon.debounce_ms)
             self._embedding = EmbeddingThread(self.app.indexer, hold=self._hold_embedding,
                                               on_slice=self._on_embedded)
             self._embedding.start()

@@ -108,6 +108,10 @@ def validate(req: SearchRequest) -> None:
 RESULT_METADATA = ("aliases", "folder", "sender", "recipients", "date", "subject", "message_id",
                    "in_reply_to", "attachments", "authors", "pages", "series", "series_index",
                    "publisher", "languages", "identifiers", "format")
+CODE_METADATA = ("language", "symbol_name", "symbol_type", "start_line", "end_line",  # code
+                 "signature", "nl_summary", "file_path", "repository", "part", "commit_sha",
+                 "commit_sha_short", "author_name", "author_email", "author_date",
+                 "commit_message", "additions", "deletions", "change", "old_path")
 
 
 @dataclass(frozen=True)
@@ -417,7 +421,7 @@ class SearchEngine:
             "chunk_id": row.id,
             "chunk_index": row.ordinal,
         }
-        for key in RESULT_METADATA:
+        for key in RESULT_METADATA + CODE_METADATA:
             if meta.get(key) not in (None, "", [], {}):
                 metadata[key] = meta[key]
         page = page_number(row.source_type, row.heading_path)  # a PDF's "## Page N" heading
@@ -434,7 +438,7 @@ class SearchEngine:
             "content": row.text,
             "collection": row.collection,
             "source_type": row.source_type,
-            "source_path": str(Path(row.root) / row.path),
+            "source_path": meta.get("source_path") or str(Path(row.root) / row.path),
             "source_uri": meta.get("source_uri", ""),
             "score": round(score, 4),
             "metadata": metadata,

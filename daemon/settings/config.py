@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
 from daemon.errors import ConfigError
+from daemon.settings.codegroups import CodeConfig
 from daemon.settings.paths import Paths
 
 log = logging.getLogger(__name__)
@@ -246,6 +247,7 @@ class Config(BaseModel):
     obsidian: ObsidianConfig = Field(default_factory=ObsidianConfig, description="Obsidian vaults")
     email: EmailConfig = Field(default_factory=EmailConfig, description="Mail folders")
     calibre: CalibreConfig = Field(default_factory=CalibreConfig, description="Calibre libraries")
+    code: CodeConfig = Field(default_factory=CodeConfig, description="Code groups (git repositories)")
     index: IndexConfig = Field(default_factory=IndexConfig, description="What gets indexed")
     embedding: EmbeddingConfig = Field(
         default_factory=EmbeddingConfig, description="The embedding model"
@@ -330,6 +332,9 @@ def _toml_value(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    if isinstance(value, dict):  # an inline table ([code] groups)
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml_value(v)}"
+                               for k, v in value.items()) + "}"
     raise TypeError(f"no TOML form for {value!r}")
 
 

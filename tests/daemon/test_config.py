@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from daemon.errors import ConfigError
+from daemon.settings.codegroups import CodeConfig
 from daemon.settings.config import (
     Config,
     config_keys,
@@ -266,7 +267,7 @@ def test_reference_markdown_lists_every_key() -> None:
     rows = [line for line in markdown.splitlines() if line.startswith("| `")]
 
     keys = config_keys()
-    assert len(rows) == len(keys) == 39
+    assert len(rows) == len(keys) == 39 + len(CodeConfig.model_fields)
     for key, row in zip(keys, rows, strict=True):
         assert row.startswith(f"| `{key.dotted}` |")
         assert f"`{key.env_var}`" in row

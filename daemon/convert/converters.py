@@ -51,7 +51,7 @@ def convert(fmt: str, data: bytes, *, ocr: bool = True) -> Converted:
     """Convert ``data`` of format ``fmt`` (a name from ``daemon.convert.formats``)."""
     if not data:
         raise ConvertSkip("empty", "file has zero bytes")
-    fn = _CONVERTERS.get(fmt) or _book_converter(fmt)
+    fn = _CONVERTERS.get(fmt) or _book_converter(fmt) or _feed_converter(fmt)
     if fn is None:
         raise ConvertSkip("parse_error", f"no converter for {fmt!r}")
     if fmt == "image":
@@ -202,6 +202,14 @@ def _book_converter(fmt: str) -> Callable[[bytes], Converted] | None:
         return None
     suffix = fmt[len(BOOK_PREFIX):]
     return guarded(suffix.upper(), lambda data: convert_book(data, suffix))
+
+
+def _feed_converter(fmt: str) -> Callable[[bytes], Converted] | None:
+    """A feed's entries (``feed:<max entries>``, daemon.sources.feedparse, decision 0029)."""
+    from daemon.sources.feedparse import feed_converter
+
+    fn: Callable[[bytes], Converted] | None = feed_converter(fmt)
+    return fn
 
 
 _CONVERTERS: dict[str, Callable[[bytes], Converted]] = {

@@ -28,6 +28,7 @@ from pydantic.fields import FieldInfo
 
 from daemon.errors import ConfigError
 from daemon.settings.codegroups import CodeConfig
+from daemon.settings.feedreaders import RssConfig, offered_stores
 from daemon.settings.paths import Paths
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ ENV_PREFIX = "RAGD_"
 # Lists of paths are split like PATH (a comma is a legal character in a folder name); every
 # other list is split on commas.
 PATH_LIST_KEYS = frozenset({"obsidian.vaults", "email.paths", "calibre.libraries",
-                            "convert.allow"})
+                            "convert.allow", "rss.paths"})
 
 
 class _Section(BaseModel):
@@ -247,6 +248,7 @@ class Config(BaseModel):
     obsidian: ObsidianConfig = Field(default_factory=ObsidianConfig, description="Obsidian vaults")
     email: EmailConfig = Field(default_factory=EmailConfig, description="Mail folders")
     calibre: CalibreConfig = Field(default_factory=CalibreConfig, description="Calibre libraries")
+    rss: RssConfig = Field(default_factory=RssConfig, description="Feeds, OPML lists, readers")
     code: CodeConfig = Field(default_factory=CodeConfig, description="Code groups (git repositories)")
     index: IndexConfig = Field(default_factory=IndexConfig, description="What gets indexed")
     embedding: EmbeddingConfig = Field(
@@ -369,6 +371,9 @@ def render_default_config(mail_found: Sequence[str] = ()) -> str:
         if section == "email" and mail_found:
             lines += ["# Found on this machine; to index them, use this line instead:",
                       f"# paths = {_toml_value(list(mail_found))}"]
+        if section == "rss" and (found := offered_stores(sys.platform, os.environ, Path.home())):
+            lines += ["# Feed readers' stores found here; to index them, use this line instead:",
+                      f"# paths = {_toml_value(found)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -386,7 +391,7 @@ def config_reference_markdown() -> str:
         "",
         "Later sources win: built-in defaults < `config.toml` < environment variables < "
         "command-line options. In environment variables, `obsidian.vaults`, `email.paths`, "
-        "`calibre.libraries` and `convert.allow` are separated by "
+        "`calibre.libraries`, `rss.paths` and `convert.allow` are separated by "
         "the path separator (`:`, or `;` on Windows) and other lists by commas; an empty "
         "variable counts as unset.",
     ]

@@ -158,3 +158,30 @@ def test_without_a_thread_a_sync_embeds_its_backlog(indexer: tuple[Indexer, Fake
     moved = ix.sync(coll, kind_for("folder", []))
     assert moved.moved == 1 and emb.calls == calls
     assert ix.stores[0].ids() == cat.all_chunk_ids()
+
+
+def test_a_bulk_job_commits_small_groups_only_while_small_work_comes(
+        indexer: tuple[Indexer, FakeEmbedder, Catalog], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Big groups by default (Whoosh's cost per commit), small ones for a minute after small
+    work ran or waited, so a saved note waits only for a small group's commit."""
+    from daemon.indexer import pipeline
+
+    ix, _, cat = indexer
+    ix.background = True
+    now = [1000.0]
+    monkeypatch.setattr(pipeline.time, "monotonic", lambda: now[0])
+    assert ix._window() == pipeline.WINDOW_CHUNKS
+    ix._started = now[0] - 5
+    ix.give_way = lambda: True  # a saved note waits beside this job
+    assert ix._yield_now()
+    assert ix._window() == pipeline.WINDOW_CHUNKS_BACKGROUND
+    now[0] += pipeline.SMALL_WINDOW_S + 1
+    assert ix._window() == pipeline.WINDOW_CHUNKS
+    # A small job itself (a hint for one note) counts as small work too.
+    root = tmp_path / "small"
+    _folder(root, 1)
+    coll = cat.ensure_collection("small", type="project", kind="folder", root=str(root))
+    ix.urgency = backlog.URGENT
+    ix.sync(coll, kind_for("folder", []))
+    assert ix._window() == pipeline.WINDOW_CHUNKS_BACKGROUND

@@ -37,6 +37,16 @@ SKIP_CODES: dict[str, str] = {
     "ebook_convert_missing": "reading a MOBI, AZW or AZW3 book needs Calibre's ebook-convert "
     "(e.g. apt install calibre, or calibre-ebook.com; on macOS put calibre.app/Contents/MacOS "
     "on the PATH), which is not installed; the book is read once it is",
+    # Feeds (decision 0029)
+    "not_a_feed": "a file among the feeds that is no RSS, Atom, JSON Feed or OPML document "
+    "(an HTML page saved under a feed's name?)",
+    "feed_empty": "the feed or OPML list holds no entries",
+    "feed_entities": "an OPML file that declares XML entities (an entity bomb or an external "
+    "entity): not read",
+    "too_many_entries": "the feed holds more entries than [rss] max_entries: the first ones "
+    "are indexed, the rest is not",
+    "reader_unreadable": "a feed reader's store that is not the reader's database (or is "
+    "damaged): not read",
 }
 
 # Code groups (decision 0030).
@@ -89,6 +99,12 @@ WARNING_CODES: dict[str, str] = {
     "(100,000 characters): the rest is not indexed",
     "description_stripped": "a Calibre book's HTML description too complex for the HTML "
     "converter: read with its tags stripped instead",
+    "feed_malformed": "the feed is not well-formed XML: what the feed parser could read is "
+    "indexed",
+    "entry_truncated": "a feed entry's text is longer than ragd keeps (200,000 characters, "
+    "from at most 1 million of its HTML): the rest is not indexed",
+    "entry_html_stripped": "a feed entry's HTML too complex for the HTML converter: read with "
+    "its tags stripped instead",
     "calibre_no_readable_format": "none of the book's formats can be read (install Calibre's "
     "ebook-convert for ODT, RTF, FB2, MOBI, ...): the book is found by its metadata and "
     "description only",

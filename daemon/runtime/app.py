@@ -27,6 +27,7 @@ from daemon.settings.policy import check_name, check_new_name, check_root
 from daemon.settings.vaults import discover_vaults
 from daemon.sources.base import kind_for
 from daemon.stores.catalog import Catalog, Collection
+from daemon.stores.feeds import feed_stats
 from daemon.stores.fulltext import open_keyword_store, record_backend
 from daemon.stores.vectors import FaissStore
 
@@ -36,6 +37,7 @@ SYSTEM_DESCRIPTIONS = {
     "obsidian": "Obsidian vault notes (markdown with tags, aliases and wikilinks)",
     "email": "Mail messages (Maildir, mbox, .eml) with sender, recipients, date and folder",
     "calibre": "Calibre books with authors, tags, series, publisher and page or chapter",
+    "rss": "Feed entries (RSS, Atom, JSON Feed, OPML, Newsboat) with feed name, link and date",
 }
 _MAIL_ONLY = "mail_only:"  # catalog meta key prefix: the one file a mail collection reads
 _CONFIGURED = "configured_root:"  # catalog meta key prefix: a system collection's setting
@@ -156,9 +158,10 @@ class App:
         """Register the configured (or discovered) vaults, the first as `obsidian`, and the
         configured mail paths, the first as `email`."""
         from daemon.runtime.codegroups import register_code_groups
+        from daemon.runtime.feeds import register_rss
 
         return (self._register_vaults() + self._register_mail() + self._register_calibre()
-                + register_code_groups(self))
+                + register_rss(self) + register_code_groups(self))
 
     def _register_calibre(self) -> list[Collection]:
         """Each library of ``[calibre] libraries`` (else the one Calibre's own settings name)
@@ -300,7 +303,8 @@ class App:
                 "sample_titles": self.catalog.sample_titles(c.id),
                 "root": c.root, "skipped_count": st["skipped_count"], "skips": st["skips"],
                 **(self._mail_info(c) if c.kind == "mail" else {}),
-                **({"book_count": st["source_count"]} if c.kind == "calibre" else {})}
+                **({"book_count": st["source_count"]} if c.kind == "calibre" else {}),
+                **(feed_stats(self.catalog, c.id) if c.kind == "rss" else {})}
 
     def _mail_info(self, c: Collection) -> dict[str, Any]:
         """What rag_collection_info adds for mail: folders, message counts, the date range."""
@@ -335,7 +339,7 @@ class App:
             kind: Any = code_kind(self, coll, paths)
         else:
             kind = kind_for(coll.kind, self.config.index.exclude, self.documents, root,
-                            only=only, formats=self.config.calibre.formats)
+                            only=only, formats=self.config.calibre.formats, rss=self.config.rss)
         reembed = self.reembed_needed and paths is None
         try:
             report = self.indexer.sync(coll, kind, paths=paths, force=force or reembed,

@@ -107,7 +107,8 @@ def validate(req: SearchRequest) -> None:
 # client needs to cite or follow up: a message's id and thread, a book's series and format).
 RESULT_METADATA = ("aliases", "folder", "sender", "recipients", "date", "subject", "message_id",
                    "in_reply_to", "attachments", "authors", "pages", "series", "series_index",
-                   "publisher", "languages", "identifiers", "format")
+                   "publisher", "languages", "identifiers", "format",
+                   "feed_name", "url", "author", "feed_url")
 CODE_METADATA = ("language", "symbol_name", "symbol_type", "start_line", "end_line",  # code
                  "signature", "nl_summary", "file_path", "repository", "part", "commit_sha",
                  "commit_sha_short", "author_name", "author_email", "author_date",

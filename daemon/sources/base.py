@@ -151,11 +151,19 @@ class FolderKind(_DocumentsMixin):
 
 def kind_for(name: str, exclude: Sequence[str], docs: Documents | None = None,
              root: Path | None = None, *, only: str | None = None,
-             formats: Sequence[str] | None = None) -> SourceKind | ContainerKind:
+             formats: Sequence[str] | None = None, rss: Any = None
+             ) -> SourceKind | ContainerKind:
     """The kind of a collection; with ``docs`` (and the collection's ``root``) it also reads
     the documents beside the notes (and mail attachments). ``only`` limits a mail collection
     to one file of its root (an mbox or .eml configured by itself); ``formats`` is a Calibre
-    library's order of preferred book formats."""
+    library's order of preferred book formats; ``rss`` the ``[rss]`` settings."""
+    if name == "rss":
+        from daemon.sources.rss import RssKind
+
+        if rss is None:
+            return RssKind(docs, only=only)
+        return RssKind(docs, only=only, max_entries=rss.max_entries,
+                       max_feed_bytes=int(rss.max_feed_mb * 1024 * 1024))
     if name == "calibre":
         from daemon.sources.calibre import DEFAULT_FORMATS, CalibreKind
 

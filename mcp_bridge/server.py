@@ -38,26 +38,35 @@ from mcp_bridge.tools import INSTRUCTIONS, TOOLSETS, ToolSpec, as_text, select_t
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TOOLSETS = ("search", "index")
+DEFAULT_TOOLSETS = ("search", "index", "notes")
 WARM_UP_DELAY_S = 1.0  # for a client that never lists the tools
 
 
 # -- configuration ------------------------------------------------------------------------------
-def configured_toolsets() -> list[str]:
-    """``mcp.toolsets`` from config.toml / RAGD_MCP_TOOLSETS; the defaults if it is unreadable."""
-    from daemon.settings.config import load_config
+def configured_mcp() -> Any:
+    """The ``[mcp]`` settings (config.toml, RAGD_MCP_*); the defaults if it is unreadable."""
+    from daemon.settings.config import McpConfig, load_config
     from daemon.settings.paths import resolve_paths
 
     try:
         # The daemon writes the default config file; a client launching us should not.
-        return list(load_config(resolve_paths(), write_default=False).mcp.toolsets)
+        return load_config(resolve_paths(), write_default=False).mcp
     except RagdError as exc:
         log.error("cannot read the configuration, offering the default tools: %s", exc)
-        return list(DEFAULT_TOOLSETS)
+        return McpConfig()
 
 
-def choose_tools(toolsets: Sequence[str]) -> list[ToolSpec]:
-    specs, unknown = select_tools(list(toolsets))
+def configured_toolsets() -> list[str]:
+    """``mcp.toolsets`` from config.toml / RAGD_MCP_TOOLSETS; the defaults if it is unreadable."""
+    return list(configured_mcp().toolsets)
+
+
+def choose_tools(toolsets: Sequence[str], mcp: Any = None) -> list[ToolSpec]:
+    """The tools to offer: the toolsets' tools, write tools only with ``[mcp] writes``, then
+    ``tools_allow`` / ``tools_deny`` (decision 0028)."""
+    specs, unknown = select_tools(list(toolsets), writes=bool(getattr(mcp, "writes", False)),
+                                  allow=getattr(mcp, "tools_allow", ()),
+                                  deny=getattr(mcp, "tools_deny", ()))
     for name in unknown:
         log.warning("unknown MCP toolset %r in mcp.toolsets (known: %s); ignoring it",
                     name, ", ".join(TOOLSETS))
@@ -122,8 +131,8 @@ def mcp_tool(spec: ToolSpec) -> types.Tool:
         name=spec.name, title=spec.title, description=spec.description,
         inputSchema=spec.input_schema,
         annotations=types.ToolAnnotations(
-            title=spec.title, readOnlyHint=spec.read_only, destructiveHint=False,
-            idempotentHint=True, openWorldHint=False))
+            title=spec.title, readOnlyHint=spec.read_only, destructiveHint=spec.destructive,
+            idempotentHint=spec.idempotent, openWorldHint=False))
 
 
 def build_server(specs: Sequence[ToolSpec], link: DaemonLink,
@@ -303,7 +312,8 @@ def _setup_logging(verbose: bool) -> None:
 
 def run(verbose: bool = False) -> int:
     _setup_logging(verbose)
-    specs = choose_tools(configured_toolsets())
+    settings = configured_mcp()
+    specs = choose_tools(settings.toolsets, settings)
     link = DaemonLink()
     log.info("ragd-mcp %s serving %s", __version__, ", ".join(s.name for s in specs) or "no tools")
     try:

@@ -479,6 +479,9 @@ class ToolSpec:
     shape: Callable[[Any], Any]
     timeout: float
     read_only: bool = True
+    destructive: bool = False  # may delete or overwrite what the user wrote
+    idempotent: bool = True  # calling it twice with the same arguments does no more
+    writes: bool = False  # changes the vault: listed only with [mcp] writes (decision 0028)
 
     def structured(self, value: Any) -> dict[str, Any]:
         """Structured content is always an object: a list is wrapped as {"result": [...]}."""
@@ -507,8 +510,24 @@ TOOLS: tuple[ToolSpec, ...] = (
 )
 
 
-def select_tools(toolsets: list[str] | tuple[str, ...]) -> tuple[list[ToolSpec], list[str]]:
-    """The tools of the chosen toolsets, in reference order, and the unknown toolset names."""
+def registered_tools() -> tuple[ToolSpec, ...]:
+    """Every tool of every toolset: the rag_* tools above, then those of other modules."""
+    from mcp_bridge.tools_compat import COMPAT_TOOLS
+    from mcp_bridge.tools_notes import NOTES_TOOLS
+
+    return TOOLS + NOTES_TOOLS + COMPAT_TOOLS
+
+
+def select_tools(toolsets: list[str] | tuple[str, ...], *, writes: bool = False,
+                 allow: list[str] | tuple[str, ...] = (), deny: list[str] | tuple[str, ...] = ()
+                 ) -> tuple[list[ToolSpec], list[str]]:
+    """The tools of the chosen toolsets, in reference order, and the unknown toolset names.
+    Write tools only with ``writes``; a non-empty ``allow`` keeps only the tools it names,
+    and ``deny`` drops those it names (decision 0028)."""
     wanted = {t.strip().lower() for t in toolsets if t.strip()}
-    unknown = sorted(wanted - TOOLSETS.keys())
-    return [t for t in TOOLS if t.toolset in wanted], unknown
+    every = registered_tools()
+    unknown = sorted(wanted - TOOLSETS.keys() - {t.toolset for t in every})
+    allowed = {a.strip() for a in allow if a.strip()}
+    denied = {a.strip() for a in deny if a.strip()}
+    return [t for t in every if t.toolset in wanted and (writes or not t.writes)
+            and (not allowed or t.name in allowed) and t.name not in denied], unknown

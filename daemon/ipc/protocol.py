@@ -38,6 +38,9 @@ METHODS: tuple[str, ...] = (
     "hello", "status", "search", "list_collections", "collection_info", "index", "pause",
     "resume", "shutdown", "subscribe", "skipped", "convert", "doc_store_info",
 )
+from daemon.ipc.notes_params import NOTE_METHODS  # noqa: E402  (decision 0028)
+
+METHODS += NOTE_METHODS
 
 RESTART_HINT = "restart the daemon: `ragd stop && ragd start`"
 
@@ -383,10 +386,12 @@ def _build_models() -> dict[str, Any]:
         client: str
         protocol: int
 
+    from daemon.ipc.notes_params import build_models as note_models
+
     return {"search": SearchParams, "index": IndexParams,
             "collection_info": CollectionInfoParams, "hello": HelloParams,
             "skipped": SkippedParams, "convert": ConvertParams,
-            "doc_store_info": DocStoreInfoParams}
+            "doc_store_info": DocStoreInfoParams, **note_models(_Params)}
 
 
 def param_model(method: str) -> Any:

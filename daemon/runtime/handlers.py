@@ -218,3 +218,7 @@ HANDLERS: dict[str, Handler] = {
     "shutdown": shutdown, "subscribe": subscribe, "skipped": skipped, "convert": convert,
     "doc_store_info": doc_store_info,
 }
+
+from daemon.runtime.notes_handlers import NOTE_HANDLERS  # noqa: E402  (decision 0028)
+
+HANDLERS.update(NOTE_HANDLERS)

@@ -227,8 +227,22 @@ class DaemonConfig(_Section):
 
 class McpConfig(_Section):
     toolsets: list[str] = Field(
-        default_factory=lambda: ["search", "index"],
-        description="Groups of MCP tools offered to AI clients",
+        default_factory=lambda: ["search", "index", "notes"],
+        description="Groups of MCP tools offered to AI clients: search, index, notes (read, "
+        "list and link the vault's notes), omni and vault (the tools of two other vault "
+        "servers, under their names; decision 0028)",
+    )
+    writes: bool = Field(
+        default=False,
+        description="Offer the tools that write to the vault (write, edit, append, rename, "
+        "delete); off, they are not listed and the daemon refuses them",
+    )
+    tools_allow: list[str] = Field(
+        default_factory=list,
+        description="If not empty, only these MCP tools (by name) are offered",
+    )
+    tools_deny: list[str] = Field(
+        default_factory=list, description="MCP tools (by name) never offered",
     )
 
 

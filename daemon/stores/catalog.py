@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from daemon.models import ChunkDraft, SourceRecord
-from daemon.stores import backlog, boilerplate
+from daemon.stores import backlog, boilerplate, links
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +226,7 @@ class Catalog:
         self._db.executescript(backlog.SCHEMA)
         self._add_columns()
         boilerplate.install(self._db)  # chunk shapes, kept by triggers (decision 0026)
+        links.install(self._db)  # the vault's link graph, kept by triggers (decision 0028)
         stored = self.get_meta("schema_version")
         if stored is None or int(stored) < SCHEMA_VERSION:
             self.set_meta("schema_version", str(SCHEMA_VERSION))
@@ -270,6 +271,12 @@ class Catalog:
                 self._db.rollback()
                 raise
             self._db.commit()
+
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection, for a few reads in a row (the note tools, decision 0028)."""
+        with self._lock:
+            yield self._db
 
     # -- meta ---------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:

@@ -40,7 +40,7 @@ def test_defaults_without_a_file(paths: Paths) -> None:
     assert config.search.overfetch == 50
     assert config.index.exclude == [".obsidian", ".trash", ".git", "node_modules"]
     assert config.obsidian.vaults == []
-    assert config.mcp.toolsets == ["search", "index"]
+    assert config.mcp.toolsets == ["search", "index", "notes"]
 
 
 def test_default_file_is_written_once_parseable_and_never_overwritten(paths: Paths) -> None:
@@ -267,7 +267,7 @@ def test_reference_markdown_lists_every_key() -> None:
     rows = [line for line in markdown.splitlines() if line.startswith("| `")]
 
     keys = config_keys()
-    assert len(rows) == len(keys) == 43 + len(CodeConfig.model_fields)
+    assert len(rows) == len(keys) == 42 + len(CodeConfig.model_fields)
     for key, row in zip(keys, rows, strict=True):
         assert row.startswith(f"| `{key.dotted}` |")
         assert f"`{key.env_var}`" in row

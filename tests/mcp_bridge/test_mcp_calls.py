@@ -171,7 +171,7 @@ def test_toolsets_restrict_what_is_listed_and_callable() -> None:
 
 def test_toolsets_come_from_the_config_file_and_the_environment(
         ragd_home: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    assert configured_toolsets() == ["search", "index"]
+    assert configured_toolsets() == ["search", "index", "notes"]
     assert not (ragd_home / "config" / "config.toml").exists()  # the bridge writes no config
     (ragd_home / "config").mkdir(parents=True, exist_ok=True)
     (ragd_home / "config" / "config.toml").write_text('[mcp]\ntoolsets = ["index"]\n',
@@ -185,7 +185,7 @@ def test_toolsets_come_from_the_config_file_and_the_environment(
             "rag_doc_store_info"]
     assert "nonsense" in caplog.text
     (ragd_home / "config" / "config.toml").write_text("[mcp\n", encoding="utf-8")
-    assert configured_toolsets() == ["search", "index"]  # a broken file: defaults, logged
+    assert configured_toolsets() == ["search", "index", "notes"]  # a broken file: defaults
 
 
 def test_error_text_reads_as_sentences() -> None:

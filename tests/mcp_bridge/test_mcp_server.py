@@ -159,7 +159,7 @@ def test_tools_and_their_schemas_match_the_reference(shared: Shared, errlog: Tex
         async with bridge(shared.home, errlog) as session:
             return (await session.list_tools()).tools
 
-    tools = anyio.run(run)
+    tools = [t for t in anyio.run(run) if t.name in PARAMS]  # notes: test_note_tools.py
     assert [t.name for t in tools] == list(PARAMS)  # the reference's order
     specs = {spec.name: spec for spec in TOOLS}
     for tool in tools:
@@ -193,7 +193,7 @@ def test_ragd_mcp_subcommand_serves_the_same_server(shared: Shared, errlog: Text
             return [init.serverInfo.name, *tools], answer
 
     names, answer = anyio.run(run)
-    assert names == ["ragd", *PARAMS]
+    assert names[:len(PARAMS) + 1] == ["ragd", *PARAMS]
     assert answer["results"][0]["title"] == "Xylofrabic protocol"
 
 
@@ -522,7 +522,7 @@ def test_a_daemon_that_cannot_start_gives_a_clear_tool_error(
     finally:
         with suppress(Exception):
             stop_daemon(ragd_home)
-    assert tools == list(PARAMS)  # the bridge still answers, with the default toolsets
+    assert tools[:len(PARAMS)] == list(PARAMS)  # the bridge still answers, default toolsets
     assert result.isError
     message = text(result)
     assert "could not reach ragd's background service" in message

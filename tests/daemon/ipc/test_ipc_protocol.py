@@ -12,13 +12,15 @@ import pytest
 from daemon import errors
 from daemon.errors import InvalidArgument, NotFound, ProtocolMismatch, RagdError
 from daemon.ipc import protocol as p
+from daemon.ipc.notes_params import NOTE_METHODS
 
 
 def test_methods_and_version() -> None:
     assert p.PROTOCOL_VERSION == 1
-    assert p.METHODS == ("hello", "status", "search", "list_collections", "collection_info",
-                         "index", "pause", "resume", "shutdown", "subscribe", "skipped",
-                         "convert", "doc_store_info")
+    known = ("hello", "status", "search", "list_collections", "collection_info", "index",
+             "pause", "resume", "shutdown", "subscribe", "skipped", "convert", "doc_store_info",
+             *NOTE_METHODS)
+    assert known == p.METHODS
 
 
 def test_encode_is_one_utf8_line_even_with_newlines_inside() -> None:

@@ -1,0 +1,453 @@
+"""The note methods over IPC (decision 0028): read, list, link, suggest and (opt-in) write.
+
+Reads run on worker threads against the catalog and the files as saved now. Writes change
+the file on disk (``daemon.notes.writing``) and then queue the path as an explicit job for
+the one writer, waiting until it is committed: the note is searchable when the answer comes,
+and the index stays the writer's alone. The watcher sees the same save and finds nothing
+new to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from daemon.errors import InvalidArgument, PathRefused
+from daemon.ipc.protocol import speaks_for_user
+from daemon.notes import listing, reading, suggest, writing
+from daemon.notes.places import WriteRefused, clean_rel, note_rel, vault_collection
+from daemon.runtime.scheduler import EXPLICIT, Job
+
+if TYPE_CHECKING:
+    from daemon.ipc.server import Connection
+    from daemon.runtime.service import Daemon
+
+Handler = Callable[["Daemon", dict[str, Any], "Connection"], Awaitable[Any]]
+log = logging.getLogger(__name__)
+INDEX_WAIT_S = 600.0  # a write's own path is small work: it runs before any bulk job
+
+
+def _exclude(d: Daemon) -> tuple[str, ...]:
+    return tuple(d.config.index.exclude)
+
+
+async def _vault(d: Daemon, params: dict[str, Any]) -> tuple[Any, Any]:
+    app = await d._ready()
+    coll = await asyncio.to_thread(vault_collection, app.catalog, params.get("vault"))
+    return app, coll
+
+
+async def note_read(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    """A note (or one section) with its properties, tags, links, backlinks and etag."""
+    app, coll = await _vault(d, params)
+    cap = params.get("max_chars") or 200_000
+    if not speaks_for_user(conn.client):
+        cap = min(cap, d.config.convert.max_reply_chars)
+    return await asyncio.to_thread(reading.read, app.catalog, coll, params["path"],
+                                   section=params.get("section"), exclude=_exclude(d),
+                                   max_chars=cap)
+
+
+async def note_chunks(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    """A search hit's chunk and its neighbours in the note."""
+    app = await d._ready()
+    return await asyncio.to_thread(reading.neighbours, app.catalog, params["chunk_id"],
+                                   params.get("before", 1), params.get("after", 1))
+
+
+async def note_list(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    app, coll = await _vault(d, params)
+    folder = params.get("folder")
+    if folder:
+        folder = clean_rel(folder, "folder", _exclude(d), allow_root=True)
+    return await asyncio.to_thread(
+        listing.list_notes, app.catalog, coll, folder=folder, tag=params.get("tag"),
+        glob=params.get("glob"), regex=params.get("regex"),
+        include_attachments=params.get("include_attachments", True),
+        limit=params.get("limit", 1000))
+
+
+async def note_folders(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    app, coll = await _vault(d, params)
+    return await asyncio.to_thread(listing.folders, app.catalog, coll)
+
+
+async def note_tags(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    """Tags with counts; with ``field``, the distinct values of that frontmatter field."""
+    app, coll = await _vault(d, params)
+    field = params.get("field")
+    if field:
+        values = await asyncio.to_thread(listing.field_values, app.catalog, coll, field)
+        return {"vault": coll.name, "field": field, "values": values}
+    return await asyncio.to_thread(listing.tags, app.catalog, coll)
+
+
+async def note_structure(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    app, coll = await _vault(d, params)
+    root = clean_rel(params.get("root_path") or "", "root_path", _exclude(d), allow_root=True)
+    tree = await asyncio.to_thread(listing.structure, app.catalog, coll, root,
+                                   params.get("depth", 2))
+    return {"vault": coll.name, "root_path": root, "tree": tree}
+
+
+async def note_stats(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    """A vault's counts, with the embedding model and how far its vectors are."""
+    app, coll = await _vault(d, params)
+
+    def run() -> dict[str, Any]:
+        out = listing.stats(app.catalog, coll)
+        out["frontmatter_fields"] = listing.frontmatter_fields(app.catalog, coll)
+        out.update(embedding_info(d, app, coll))
+        return out
+
+    return await asyncio.to_thread(run)
+
+
+def embedding_info(d: Daemon, app: Any, coll: Any) -> dict[str, Any]:
+    """The model, where the vectors live and how many chunks still wait for theirs."""
+    waiting = app.indexer.backlog.of(coll.id)[0]
+    return {"embedding_model": d.config.embedding.model,
+            "embedding_backend": d.config.embedding.backend,
+            "fingerprint": app.embedder.fingerprint,
+            "index_path": str(d.paths.faiss_dir), "data_dir": str(d.paths.data_dir),
+            "unembedded_chunks": int(waiting), "semantic_search_available": True,
+            "indexing": d.indexing()}
+
+
+# -- search, index ----------------------------------------------------------------------------
+def _frontmatter_match(meta: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Each wanted field equals the note's value or is one of its list items (ignoring case)."""
+    fm = meta.get("frontmatter") or {}
+    for key, want in wanted.items():
+        have = listing._values(fm.get(key)) if isinstance(fm, dict) else []
+        wants = listing._values(want)
+        if not wants or not {w.lower() for w in wants} <= {h.lower() for h in have}:
+            return False
+    return True
+
+
+async def note_search(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    """Search one vault, with vault-relative paths, token counts and front matter: what the
+    omni and vault tools return. ``filters`` on front matter fields are checked on an
+    over-fetched result list; ``tags`` filters go to the engine."""
+    from daemon.search.params import build_request
+
+    app, coll = await _vault(d, params)
+    tags = list(params.get("tags") or [])
+    wanted: dict[str, Any] = {}
+    for key, value in (params.get("filters") or {}).items():
+        if key in ("tags", "tag"):
+            tags += listing._values(value)
+        else:
+            wanted[str(key)] = value
+    top_k = params.get("top_k", 10)
+    folder = params.get("folder")
+    if folder:
+        folder = clean_rel(folder, "folder", _exclude(d), allow_root=True) or None
+
+    def run() -> dict[str, Any]:
+        req = build_request(app.search_engine, query=params["query"], collection=coll.name,
+                            top_k=min(100, top_k * 5) if wanted else top_k,
+                            mode=params.get("mode") or "hybrid", folder=folder, tags=tags)
+        req = dataclasses.replace(req, filters=dataclasses.replace(
+            req.filters, collections=(coll.name,)))
+        answer = app.search_engine.search(req)
+        ids = [r["metadata"].get("chunk_id") for r in answer["results"]]
+        extra = _chunk_facts(app.catalog, [i for i in ids if isinstance(i, int)])
+        out = []
+        for r in answer["results"]:
+            facts = extra.get(r["metadata"].get("chunk_id"))
+            if facts is None or not _frontmatter_match(facts["meta"], wanted):
+                continue
+            out.append({**r, "path": facts["path"], "token_count": facts["tokens"],
+                        "frontmatter": facts["meta"].get("frontmatter") or {},
+                        "folder": facts["path"].rpartition("/")[0]})
+            if len(out) >= top_k:
+                break
+        return {"vault": coll.name, "results": out, "indexing": answer.get("indexing")}
+
+    return await asyncio.to_thread(run)
+
+
+def _chunk_facts(catalog: Any, ids: list[int]) -> dict[int, dict[str, Any]]:
+    if not ids:
+        return {}
+    with catalog.reading() as db:
+        rows = db.execute(
+            "SELECT ch.id, ch.token_count, s.path, s.metadata FROM chunks ch JOIN sources s"
+            f" ON s.id=ch.source_id WHERE ch.id IN ({','.join('?' * len(ids))})",
+            ids).fetchall()
+    return {r[0]: {"tokens": r[1], "path": r[2], "meta": json.loads(r[3])} for r in rows}
+
+
+async def _index(d: Daemon, coll: Any, rels: set[str]) -> None:
+    """Queue these paths as an explicit job for the writer and wait until it committed them:
+    keyword-searchable now, their vectors follow within the embedding backlog's turn."""
+    job = d.queue.put(Job("sync", coll.name, EXPLICIT, paths=set(rels), estimate=len(rels)))
+    await asyncio.to_thread(job.wait, INDEX_WAIT_S)
+
+
+def _chunks_of(catalog: Any, coll: Any, rel: str) -> int:
+    with catalog.reading() as db:
+        row = db.execute("SELECT COUNT(*) FROM chunks ch JOIN sources s ON s.id=ch.source_id"
+                         " WHERE s.collection_id=? AND s.path=? AND s.status='ok'",
+                         (coll.id, rel)).fetchone()
+    return int(row[0])
+
+
+async def note_index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    """Index one note now and say how many chunks it has (omni's index_note)."""
+    app, coll = await _vault(d, params)
+    rel = await asyncio.to_thread(reading.locate, app.catalog, coll, params["path"], "path",
+                                  _exclude(d))
+    await _index(d, coll, {rel})
+    chunks = await asyncio.to_thread(_chunks_of, app.catalog, coll, rel)
+    return {"vault": coll.name, "path": rel, "success": chunks > 0, "chunks_indexed": chunks}
+
+
+async def note_reindex(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    """Bring the vault up to date now (vault's reindex): files added, modified, deleted and
+    unchanged in this pass."""
+    app, coll = await _vault(d, params)
+    before = await asyncio.to_thread(lambda: app.catalog.collection_stats(coll.id))
+    job = d.enqueue(coll.name, EXPLICIT)
+    reports = await asyncio.to_thread(job.wait, 24 * 3600.0)
+    after = await asyncio.to_thread(lambda: app.catalog.collection_stats(coll.id))
+    rep = reports[0] if reports else None
+    deleted = rep.deleted if rep else 0
+    indexed = (rep.indexed + rep.moved) if rep else 0
+    added = max(0, after["source_count"] - before["source_count"] + deleted)
+    return {"vault": coll.name, "added": min(added, indexed),
+            "modified": max(0, indexed - added), "deleted": deleted,
+            "unchanged": rep.unchanged if rep else 0}
+
+
+async def note_embeddings(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    """Wait until the vault's chunks all have vectors; ``force`` rebuilds the vector index
+    first (from the vectors cached in the catalog: nothing is embedded twice)."""
+    app, coll = await _vault(d, params)
+    if params.get("force"):
+        job = d.queue.put(Job("rebuild", "faiss", EXPLICIT))
+        await asyncio.to_thread(job.wait, 24 * 3600.0)
+    await asyncio.to_thread(d.wait_embedded, [coll.name], 24 * 3600.0)
+    stats = await asyncio.to_thread(app.catalog.collection_stats, coll.id)
+    waiting = app.indexer.backlog.of(coll.id)[0]
+    return {"vault": coll.name, "chunks_embedded": int(stats["chunk_count"] - waiting),
+            "chunk_count": int(stats["chunk_count"])}
+
+
+async def note_suggest(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    """Notes this note should link to: see ``daemon.notes.suggest``."""
+    app, coll = await _vault(d, params)
+    folder = params.get("folder")
+    if folder:
+        folder = clean_rel(folder, "folder", _exclude(d), allow_root=True) or None
+
+    def run() -> dict[str, Any]:
+        rel = reading.locate(app.catalog, coll, params["path"], "path", _exclude(d))
+        row = reading.source_row(app.catalog, coll, rel)
+        if row is None:
+            raise PathRefused("path", f"{rel!r} is not indexed yet", "index_note it, or wait "
+                              "for the watcher to pick it up", code="not_indexed")
+        res = reading.resolver(app.catalog, coll)
+        found = suggest.suggestions(
+            app.catalog, app.faiss, app.embedder.fingerprint, coll, res, row,
+            n=params.get("n", 5), min_similarity=params.get("min_similarity", 0.5),
+            exclude_current=params.get("exclude_current", True),
+            exclude_linked=params.get("exclude_linked", True), folder=folder,
+            tags=params.get("tags") or [])
+        return {"vault": coll.name, "path": rel, "suggestions": found}
+
+    return await asyncio.to_thread(run)
+
+
+# -- writes -----------------------------------------------------------------------------------
+def writes_enabled(d: Daemon) -> bool:
+    """``[mcp] writes`` as the config file and the daemon's environment say now (a change
+    to the file needs no restart); the settings it started with if the file is unreadable."""
+    from daemon.errors import RagdError
+    from daemon.settings.config import load_config
+
+    try:
+        return bool(load_config(d.paths, write_default=False).mcp.writes)
+    except RagdError:
+        return bool(d.config.mcp.writes)
+
+
+async def _writable(d: Daemon, params: dict[str, Any]) -> tuple[Any, Any]:
+    if not await asyncio.to_thread(writes_enabled, d):
+        raise WriteRefused("path", "writing to the vault is off",
+                           "the user can allow it with `writes = true` under [mcp] in "
+                           "config.toml (or RAGD_MCP_WRITES=true)", code="writes_off")
+    return await _vault(d, params)
+
+
+async def _after_write(d: Daemon, app: Any, coll: Any, rel: str, created: bool,
+                       data: bytes, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    await _index(d, coll, {rel})
+    chunks = await asyncio.to_thread(_chunks_of, app.catalog, coll, rel)
+    return {"vault": coll.name, "path": rel, "etag": reading.etag_of(data), "created": created,
+            "size_bytes": len(data), "chunks_indexed": chunks, **(extra or {})}
+
+
+async def note_write(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    """Create a note, or replace one whose etag ``if_match`` gives."""
+    app, coll = await _writable(d, params)
+    binary = params.get("content_base64") is not None
+    rel = clean_rel(params["path"], "path", _exclude(d)) if binary else \
+        note_rel(params["path"], "path", _exclude(d))
+    if binary and rel.lower().endswith(".md"):
+        raise InvalidArgument("content_base64", "is for attachments; a .md note takes content",
+                              "pass the note's text as content")
+
+    def run() -> tuple[bytes, bool]:
+        t = writing.target(coll.root, rel, "path", create_dirs=params.get("create_dirs", True))
+        old = writing.current(t)
+        if params.get("create_only") and old is not None:
+            raise WriteRefused("path", f"{rel!r} already exists", "choose another path, or "
+                               "read it and replace it with if_match", code="exists")
+        writing.check_etag(rel, old, params.get("if_match"), required=True)
+        data = writing.attachment_bytes(params["content_base64"]) if binary else \
+            writing.note_bytes(params.get("content") or "", params.get("frontmatter"))
+        writing.atomic_write(t.real, data)
+        return data, old is None
+
+    data, created = await asyncio.to_thread(run)
+    return await _after_write(d, app, coll, rel, created, data)
+
+
+async def _change(d: Daemon, params: dict[str, Any],
+                  change: Callable[[str, bytes], bytes]) -> dict[str, Any]:
+    """Read, check ``if_match``, change and write back an existing note."""
+    app, coll = await _writable(d, params)
+
+    def run() -> tuple[str, bytes]:
+        rel = reading.locate(app.catalog, coll, params["path"], "path", _exclude(d))
+        t = writing.target(coll.root, rel, "path", create_dirs=False)
+        old = writing.current(t)
+        if old is None:
+            raise PathRefused("path", f"no note {rel!r}", "create it with write",
+                              code="not_found")
+        writing.check_etag(rel, old, params.get("if_match"))
+        data = change(rel, old)
+        writing.atomic_write(t.real, data)
+        return rel, data
+
+    rel, data = await asyncio.to_thread(run)
+    return await _after_write(d, app, coll, rel, False, data)
+
+
+async def note_edit(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    """Replace text that occurs exactly once (vault's edit)."""
+    answer = await _change(d, params, lambda rel, old: writing.edited(
+        rel, old, params["old_text"], params["new_text"]))
+    return {**answer, "replacements": 1}
+
+
+async def note_append(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    return await _change(d, params, lambda rel, old: writing.appended(
+        rel, old, params["content"]))
+
+
+async def note_delete(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    app, coll = await _writable(d, params)
+
+    def run() -> str:
+        rel = reading.locate(app.catalog, coll, params["path"], "path", _exclude(d))
+        t = writing.target(coll.root, rel, "path", create_dirs=False)
+        writing.check_etag(rel, writing.current(t), params.get("if_match"))
+        os.unlink(t.real)
+        return rel
+
+    rel = await asyncio.to_thread(run)
+    await _index(d, coll, {rel})
+    return {"vault": coll.name, "path": rel, "deleted": True}
+
+
+async def note_rename(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    """Move a note and rewrite the links that resolved to it (see ``daemon.notes.writing``)."""
+    app, coll = await _writable(d, params)
+    ex = _exclude(d)
+
+    def run() -> dict[str, Any]:
+        old_rel = reading.locate(app.catalog, coll, params["old_path"], "old_path", ex)
+        new_rel = clean_rel(params["new_path"], "new_path", ex)
+        if old_rel.lower().endswith(".md") and not new_rel.lower().endswith(".md"):
+            new_rel += ".md"
+        old_t = writing.target(coll.root, old_rel, "old_path", create_dirs=False)
+        new_t = writing.target(coll.root, new_rel, "new_path")
+        if new_t.exists:
+            raise WriteRefused("new_path", f"{new_rel!r} already exists",
+                               "choose another name", code="exists")
+        writing.check_etag(old_rel, writing.current(old_t), params.get("if_match"))
+        res = reading.resolver(app.catalog, coll)
+        row = reading.source_row(app.catalog, coll, old_rel)
+        linking = _linking_notes(app, coll, row, res) if row is not None and \
+            params.get("update_links", True) else []
+        writing.move(coll.root, old_t, new_t)
+        unique = len(res.by_name.get(writing.links.link_key(new_rel), [])) == 0 or \
+            all(p == old_rel for _, p, _ in res.by_name.get(writing.links.link_key(new_rel), []))
+        changed = []
+        for src_rel in linking:
+            from_rel = new_rel if src_rel == old_rel else src_rel
+            n = _relink(coll, from_rel, res, row["id"], new_rel, unique)
+            if n:
+                changed.append({"path": from_rel, "links": n})
+        return {"old_path": old_rel, "new_path": new_rel, "notes_updated": changed}
+
+    out = await asyncio.to_thread(run)
+    await _index(d, coll, {out["old_path"], out["new_path"],
+                           *(c["path"] for c in out["notes_updated"])})
+    etag = await asyncio.to_thread(lambda: reading.load(coll, out["new_path"], "new_path").etag)
+    return {"vault": coll.name, **out, "etag": etag,
+            "links_updated": sum(c["links"] for c in out["notes_updated"])}
+
+
+def _linking_notes(app: Any, coll: Any, row: Any, res: Any) -> list[str]:
+    """Paths of the notes whose links resolve to ``row`` (the note itself included)."""
+    from daemon.stores import links
+
+    with app.catalog.reading() as db:
+        note = links.NoteName(row["id"], row["path"], tuple(
+            json.loads(row["metadata"]).get("aliases") or []))
+        found = links.backlinks(db, coll.id, note, res)
+    return sorted({res.path_of[lk.source_id] for lk in found if lk.source_id in res.path_of})
+
+
+def _relink(coll: Any, rel: str, res: Any, target_id: int, new_rel: str, unique: bool) -> int:
+    """Point ``rel``'s links to the renamed note at ``new_rel``; the number rewritten. The
+    note is rewritten only if it is unchanged between its read and its write."""
+    t = writing.target(coll.root, rel, "path", create_dirs=False)
+    data = writing.current(t)
+    if data is None:
+        return 0
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        log.warning("rename: %s is not UTF-8; its links were left as they were", rel)
+        return 0
+    # Links are resolved from where the note was (a note's links to itself moved with it).
+    hits = writing.links_to(text, rel, res, target_id)
+    if not hits:
+        return 0
+    new = writing.rewrite_links(text, rel, hits, new_rel, unique).encode("utf-8")
+    if writing.current(t) != data:  # edited meanwhile: leave it, the user's save wins
+        log.warning("rename: %s changed while its links were rewritten; left as it is", rel)
+        return 0
+    writing.atomic_write(t.real, new)
+    return len(hits)
+
+
+NOTE_HANDLERS: dict[str, Handler] = {
+    "note_read": note_read, "note_chunks": note_chunks, "note_list": note_list,
+    "note_folders": note_folders, "note_tags": note_tags, "note_structure": note_structure,
+    "note_stats": note_stats, "note_search": note_search, "note_index": note_index,
+    "note_reindex": note_reindex, "note_embeddings": note_embeddings,
+    "note_suggest": note_suggest, "note_write": note_write, "note_edit": note_edit,
+    "note_append": note_append, "note_delete": note_delete, "note_rename": note_rename,
+}

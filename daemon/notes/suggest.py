@@ -56,35 +56,43 @@ def _allowed(catalog: Any, coll: Collection, folder: str | None, tags: Sequence[
     return catalog.filter_chunk_ids(where, args)
 
 
-def rank(catalog: Any, faiss: Any, fingerprint: str, coll: Collection, source_id: int, *,
-         exclude: set[int], folder: str | None = None, tags: Sequence[str] = (),
-         per_section: int = PER_SECTION) -> list[Candidate]:
-    """Candidate notes for ``source_id``, best first (see the module doc)."""
+def sections(catalog: Any, fingerprint: str, source_id: int
+             ) -> list[tuple[np.ndarray, tuple[str, ...]]]:
+    """A note's sections as queries: each body chunk's cached vector and heading path (the
+    longest MAX_SECTIONS of them); its properties chunks when it has no body."""
     own = [r for r in _note_chunks(catalog, source_id) if r["ordinal"] >= 0] or \
         _note_chunks(catalog, source_id)
-    if not own:
-        return []
     own = sorted(own, key=lambda r: -len(r["text"]))[:MAX_SECTIONS]
     vectors = catalog.chunk_vectors(fingerprint, [r["id"] for r in own])
-    asking = [r for r in own if r["id"] in vectors]
+    return [(vectors[r["id"]], tuple(json.loads(r["heading_path"]))) for r in own
+            if r["id"] in vectors]
+
+
+def rank(catalog: Any, faiss: Any, fingerprint: str, coll: Collection, source_id: int, *,
+         exclude: set[int], folder: str | None = None, tags: Sequence[str] = (),
+         per_section: int = PER_SECTION,
+         queries: list[tuple[np.ndarray, tuple[str, ...]]] | None = None) -> list[Candidate]:
+    """Candidate notes for ``source_id``, best first (see the module doc). ``queries``
+    replaces the note's own sections (the bench asks with its links taken out)."""
+    asking = queries if queries is not None else sections(catalog, fingerprint, source_id)
     if not asking:
         return []
     allowed = _allowed(catalog, coll, folder, tags)
-    query = np.stack([vectors[r["id"]] for r in asking]).astype(np.float32)
+    query = np.stack([v for v, _ in asking]).astype(np.float32)
     pairs: dict[int, list[tuple[float, int, int]]] = defaultdict(list)  # note -> (sim, mine, theirs)
     hits_by_row = _search(faiss, query, per_section, allowed)
     found_ids = sorted({cid for hits in hits_by_row for cid, _ in hits})
     rows = catalog.chunks_by_id(found_ids)
     shared = catalog.boilerplate(found_ids)
-    for mine, hits in zip(asking, hits_by_row, strict=True):
+    for mine, hits in enumerate(hits_by_row):
         for cid, sim in hits:
             row = rows.get(cid)
             if row is None or row.collection != coll.name or cid in shared:
                 continue
             if row.source_id == source_id or row.source_id in exclude:
                 continue
-            pairs[row.source_id].append((float(sim), mine["id"], cid))
-    mine_paths = {r["id"]: tuple(json.loads(r["heading_path"])) for r in asking}
+            pairs[row.source_id].append((float(sim), mine, cid))
+    mine_paths = {i: path for i, (_, path) in enumerate(asking)}
     out = []
     for sid, found in pairs.items():
         found.sort(reverse=True)

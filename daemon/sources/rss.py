@@ -217,8 +217,10 @@ class RssKind:
         if entry.get("opml"):
             metadata["subscription"] = True
         title = str(entry.get("title") or "").strip() or (text[:80].strip() or "(untitled)")
+        # A subscription an OPML list records is no entry: its own type keeps it out of
+        # source_type="rss" searches and date filters.
         return Document(title=title, text="\n\n".join(p for p in (head, text) if p),
-                        source_type="rss", metadata=metadata,
+                        source_type="opml" if entry.get("opml") else "rss", metadata=metadata,
                         date=date[:10] if date else None,
                         warnings=tuple(dict.fromkeys(notes)))
 

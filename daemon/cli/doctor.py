@@ -31,6 +31,10 @@ def run_checks() -> list[dict[str, Any]]:
         return checks + [_check("config", "fail", exc.message, exc.hint)]
     checks += _vault_checks(config, paths)
     checks += _mail_checks(config)
+    from daemon.settings.feedreaders import rss_checks
+
+    checks += [_check(*c) for c in rss_checks(config, sys.platform, os.environ, Path.home(),
+                                              config_hint())]
     checks += _model_checks(config, paths)
     checks += _index_checks(paths, config)
     checks += tray_checks(config.tray.backend)

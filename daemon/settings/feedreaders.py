@@ -83,3 +83,25 @@ def offered_stores(platform: str, env: Mapping[str, str], home: Path) -> list[st
     except Exception:  # discovery is a courtesy: never a reason not to start
         log.debug("feed reader discovery failed", exc_info=True)
         return []
+
+
+def rss_checks(config: object, platform: str, env: Mapping[str, str], home: Path,
+               config_file: str) -> list[tuple[str, str, str, str]]:
+    """``ragd doctor``'s lines (name, status, detail, hint): the configured feeds, or the
+    readers' stores found, offered (never indexed unasked)."""
+    rss = getattr(config, "rss", RssConfig())
+    configured = [Path(p).expanduser() for p in rss.paths]
+    if configured and rss.enabled:
+        return [("rss", "ok", str(p), "") if p.exists() else
+                ("rss", "fail", f"{p} does not exist", "fix [rss] paths in config.toml")
+                for p in configured]
+    found = reader_stores(platform, env, home)
+    if not found:
+        return [("rss", "ok", "no feeds configured ([rss] paths is empty)", "")]
+    readable = [s for s in found if s.readable]
+    shown = ", ".join(f'{s.reader} "{s.path}"' + ("" if s.readable else " (not read yet)")
+                      for s in found)
+    hint = (f"to search them, add them to [rss] paths in {config_file}" if readable else
+            "ragd does not read this reader's store yet; export its subscriptions as OPML "
+            "or save its feeds, and add those to [rss] paths")
+    return [("rss", "ok", f"not indexed; feed readers' stores found: {shown}", hint)]

@@ -35,6 +35,7 @@ from daemon import __version__
 from daemon.errors import DaemonUnavailable, InvalidArgument, NotFound, ProtocolMismatch, RagdError
 from mcp_bridge.link import CallTimedOut, DaemonLink
 from mcp_bridge.tools import INSTRUCTIONS, TOOLSETS, ToolSpec, as_text, select_tools
+from mcp_bridge.tools_code import code_toolsets, is_error
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +216,8 @@ async def run_tool(spec: ToolSpec, arguments: dict[str, Any],
                       f"reference {reference}). What to do: try again; if it persists, report "
                       "it with the ragd-mcp log (the client's MCP server log) and that reference.")
     return types.CallToolResult(content=[types.TextContent(type="text", text=as_text(value))],
-                                structuredContent=spec.structured(value), isError=False)
+                                structuredContent=spec.structured(value),
+                                isError=spec.toolset == "code" and is_error(value))
 
 
 STATUS_TIMEOUT_S = 5.0  # the start-up check before a call; the call has its own timeout
@@ -313,7 +315,7 @@ def _setup_logging(verbose: bool) -> None:
 def run(verbose: bool = False) -> int:
     _setup_logging(verbose)
     settings = configured_mcp()
-    specs = choose_tools(settings.toolsets, settings)
+    specs = choose_tools(code_toolsets(settings.toolsets), settings)
     link = DaemonLink()
     log.info("ragd-mcp %s serving %s", __version__, ", ".join(s.name for s in specs) or "no tools")
     try:

@@ -512,10 +512,11 @@ TOOLS: tuple[ToolSpec, ...] = (
 
 def registered_tools() -> tuple[ToolSpec, ...]:
     """Every tool of every toolset: the rag_* tools above, then those of other modules."""
+    from mcp_bridge.tools_code import CODE_TOOLS
     from mcp_bridge.tools_compat import COMPAT_TOOLS
     from mcp_bridge.tools_notes import NOTES_TOOLS
 
-    return TOOLS + NOTES_TOOLS + COMPAT_TOOLS
+    return TOOLS + NOTES_TOOLS + COMPAT_TOOLS + CODE_TOOLS
 
 
 def select_tools(toolsets: list[str] | tuple[str, ...], *, writes: bool = False,

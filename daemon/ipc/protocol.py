@@ -41,6 +41,8 @@ METHODS: tuple[str, ...] = (
 from daemon.ipc.notes_params import NOTE_METHODS  # noqa: E402  (decision 0028)
 
 METHODS += NOTE_METHODS
+METHODS += ("code_search", "code_context", "code_explain", "code_status", "code_docs",
+            "code_backlog")  # reference 002's tools (decision 0030)
 
 RESTART_HINT = "restart the daemon: `ragd stop && ragd start`"
 

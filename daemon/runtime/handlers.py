@@ -222,3 +222,7 @@ HANDLERS: dict[str, Handler] = {
 from daemon.runtime.notes_handlers import NOTE_HANDLERS  # noqa: E402  (decision 0028)
 
 HANDLERS.update(NOTE_HANDLERS)
+
+from daemon.runtime.code_handlers import CODE_HANDLERS  # noqa: E402  (decision 0030)
+
+HANDLERS.update(CODE_HANDLERS)

@@ -5,6 +5,7 @@ searchable within 2 s, a force-pushed commit gone, a repository added by rag_ind
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ pytestmark = [pytest.mark.slow,
 @dataclass
 class Env:
     root: Path
+    home: Path
     repo: Path
     shas: dict[str, str]
     daemon: DaemonProc
@@ -43,14 +45,22 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     home = root / "home"
     config = resolve_paths({"RAGD_HOME": str(home)}).config_file
     config.parent.mkdir(parents=True)
+    backlog = root / "backlog"
+    backlog.mkdir()
+    (backlog / "retry.md").write_text("---\nid: T-7\ntype: story\nstate: Active\n"
+                                      "tags: [uploads]\ncode: [src/upload.py]\n---\n"
+                                      "# Retry uploads on flaky networks\n", encoding="utf-8")
+    (backlog / "bug.md").write_text("---\nid: B-2\ntype: bug\nstate: Resolved\n---\n"
+                                    "# Session cache leaks\n", encoding="utf-8")
     config.write_text(f"[obsidian]\nenabled = false\n\n[code]\n"
                       f"groups = {{ work = [{json.dumps(str(repo))}] }}\n"
+                      f"backlog = {json.dumps(str(backlog))}\n"
                       "history_months = 600\n", encoding="utf-8")
     daemon = DaemonProc(home, None, root / "daemon.log").start()
     daemon_proc.STARTED.remove(daemon)  # stopped at the end of the module, not of a test
     try:
         daemon.wait_idle()
-        yield Env(root, repo, shas, daemon)
+        yield Env(root, home, repo, shas, daemon)
     finally:
         daemon.stop()
 
@@ -138,3 +148,134 @@ def test_rag_index_adds_a_repository_to_the_group(env: Env) -> None:
     assert hit["metadata"]["language"] == "bash"
     info = env.daemon.call("collection_info", {"collection": "work"})
     assert info["type"] == "code" and set(info["source_types"]) >= {"code", "commit"}
+
+
+# -- reference 002's tools through the real MCP client (the same daemon) ---------------------
+
+BRIDGE = Path(sys.executable).parent / "ragd-mcp"
+REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"
+
+
+def reference_tools() -> dict[str, dict[str, tuple[str, bool, Any]]]:
+    """tool -> parameter -> (type, required, default), read from reference 002's tables."""
+    found = sorted(REFERENCE.glob("002_*")) if REFERENCE.is_dir() else []
+    if not found:
+        pytest.skip(f"reference 002 not found under {REFERENCE}")
+    out: dict[str, dict[str, tuple[str, bool, Any]]] = {}
+    tool = None
+    for line in found[0].read_text(encoding="utf-8").splitlines():
+        if line.startswith("## coderag_"):
+            tool = line[3:].strip()
+            out[tool] = {}
+        elif tool and line.startswith("| `") and "### Output" not in line:
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+            if len(cells) < 5:
+                continue
+            name, kind, required, default = (c.strip("`") for c in cells[:4])
+            out[tool][name] = (kind, required == "Yes", default)
+        elif line.startswith("### Output"):
+            tool = tool if tool is None else tool  # the input table is over
+            if tool:
+                out.setdefault(tool, {})
+                tool = None
+    return out
+
+
+def _default(text: str) -> Any:
+    if text in ("--", ""):
+        return None
+    return json.loads(text.strip("`"))
+
+
+def call_tools(env: Env, calls: list[tuple[str, dict[str, Any]]]) -> tuple[Any, list[Any]]:
+    import os
+
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    variables = {k: v for k, v in os.environ.items() if not k.startswith("RAGD_")}
+    params = StdioServerParameters(command=str(BRIDGE), env={
+        **variables, "RAGD_HOME": str(env.home), "HF_HUB_OFFLINE": "1"})
+
+    async def run() -> tuple[Any, list[Any]]:
+        with open(env.root / "bridge.log", "a", encoding="utf-8") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), \
+                    ClientSession(read, write) as session:
+                await session.initialize()
+                listed = await session.list_tools()
+                return listed, [await session.call_tool(n, a) for n, a in calls]
+
+    return anyio.run(run)
+
+
+def test_every_reference_tool_through_the_mcp_client(env: Env) -> None:
+    reference = reference_tools()
+    assert set(reference) == {"coderag_search", "coderag_context", "coderag_explain",
+                              "coderag_status", "coderag_backlog", "coderag_docs"}
+    calls = [
+        ("coderag_search", {"query": "retry an upload", "language": "py", "top_k": 3}),
+        ("coderag_search", {"query": "session cache", "chunk_type": "class"}),
+        ("coderag_context", {"file_path": "src/upload.py", "max_tokens": 120}),
+        ("coderag_context", {"file_path": "src/upload.py"}),
+        ("coderag_explain", {"name": "upload_with_retry", "detail_level": "brief"}),
+        ("coderag_explain", {"name": "Uploader"}),
+        ("coderag_status", {}),
+        ("coderag_docs", {"query": "how are uploads retried"}),
+        ("coderag_backlog", {"action": "search", "query": "retry uploads", "types": ["story"]}),
+        ("coderag_backlog", {"action": "get", "id": "T-7"}),
+        ("coderag_backlog", {"action": "list", "states": ["Resolved"]}),
+        ("coderag_search", {"query": "", "file_path": "../etc"}),
+        ("coderag_explain", {}),
+        ("coderag_search", {"query": "x", "top_k": 500}),
+    ]
+    listed, results = call_tools(env, calls)
+    tools = {t.name: t for t in listed.tools}
+    for name, params in reference.items():
+        schema = tools[name].inputSchema
+        assert set(schema["properties"]) == set(params), name
+        assert set(schema.get("required", [])) == {p for p, (_, req, _) in params.items()
+                                                   if req}, name
+        for pname, (kind, _, default) in params.items():
+            prop = schema["properties"][pname]
+            assert prop.get("default") == _default(default), (name, pname)
+            base = prop.get("type")
+            if kind.endswith("[]"):
+                assert base == "array", (name, pname)
+                enum = re.findall(r'"([^"]+)"', kind)
+                assert prop["items"].get("enum", []) == enum, (name, pname)
+            elif kind.startswith('"'):  # an enum
+                assert prop["enum"] == re.findall(r'"([^"]+)"', kind), (name, pname)
+            else:
+                assert base == kind, (name, pname)
+    texts = [r.content[0].text for r in results]
+    assert all(t.startswith("{") for t in texts), texts
+    out = [json.loads(t) for t in texts]
+    errors = [r.isError for r in results]
+    assert errors == [False] * 11 + [True] * 3, [o for o in out if "error" in o]
+    first = out[0]["results"][0]
+    assert set(first) == {"file_path", "chunk_type", "name", "content", "nl_summary", "score"}
+    assert first["name"] == "upload_with_retry" and "def upload_with_retry" in first["content"]
+    assert all(r["chunk_type"] == "class" for r in out[1]["results"]) and out[1]["results"]
+    small, full = out[2], out[3]
+    assert set(small) == {"context", "token_count", "truncated", "primary_chunks",
+                          "related_chunks"}
+    assert small["token_count"] <= 120 and small["truncated"]
+    assert full["token_count"] <= 8000 and "<primary_results>" in full["context"]
+    assert full["primary_chunks"] > small["primary_chunks"]
+    brief = out[4]["explanation"]
+    assert brief["detail_level"] == "brief" and "code" not in brief["chunks"][0]
+    assert "exponential backoff" in brief["chunks"][0]["nl_summary"]
+    detailed = out[5]["explanation"]
+    assert out[5]["chunks_found"] >= 1 and "class Uploader" in detailed["chunks"][0]["code"]
+    assert {"upload_with_retry", "Uploader.send_batch"} <= set(detailed["related_symbols"])
+    assert out[6]["health"] == "ok" and "python" in out[6]["languages"]
+    assert out[6]["total_chunks"] > 0 and set(out[6]) == {
+        "total_chunks", "last_indexed", "model", "languages", "health"}
+    assert "Retries" in [r["heading"] for r in out[7]["results"][:2]]
+    assert out[7]["results"][0]["source"] == "markdown"
+    assert [i["id"] for i in out[8]["items"]] == ["T-7"]
+    assert out[9]["item"]["linkedCodePaths"] == ["src/upload.py"]
+    assert [i["id"] for i in out[10]["items"]] == ["B-2"]
+    for err in out[11:]:
+        assert err["error"] == "Invalid input" and err["message"] and err["details"]

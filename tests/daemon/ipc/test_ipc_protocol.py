@@ -19,7 +19,8 @@ def test_methods_and_version() -> None:
     assert p.PROTOCOL_VERSION == 1
     known = ("hello", "status", "search", "list_collections", "collection_info", "index",
              "pause", "resume", "shutdown", "subscribe", "skipped", "convert", "doc_store_info",
-             *NOTE_METHODS)
+             *NOTE_METHODS, "code_search", "code_context", "code_explain", "code_status",
+             "code_docs", "code_backlog")
     assert known == p.METHODS
 
 

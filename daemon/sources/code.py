@@ -165,6 +165,9 @@ class CodeKind:
                         "vendored", f"{folder}/ holds third-party or built code")))
                 continue
             if language_of(rel) is None:
+                if "." not in parts[-1] and os.path.isdir(os.path.join(repo, *parts)):
+                    skipped.append((f"{alias}/{rel}", Skip("submodule",
+                                                           f"{rel} is a git submodule")))
                 continue  # not source: images, archives, data
             name = f"{alias}/{rel}"
             if _GENERATED_NAMES.search(parts[-1]):

@@ -111,3 +111,24 @@ def test_a_corrupt_git_folder_is_read_as_plain_files(tmp_path: Path) -> None:
     skips, docs, _ = _read(_kind(repo), repo)
     assert skips["r/@commits"] == "git_unreadable"
     assert {d.metadata.get("symbol_name") for d in docs} >= {"still_here"}
+
+
+def test_this_projects_own_history_indexes_within_the_window(tmp_path: Path) -> None:
+    """A real repository: ragd's own history, on a clone, read whole within the window."""
+    root = Path(__file__).resolve().parents[3]
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    clone = tmp_path / "ragd"
+    subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True)
+    kind = CodeKind({"ragd": str(clone)}, CodeConfig(history_months=6))
+    since = time.time() - 6 * 30.44 * 86400
+    expected = subprocess.run(["git", "-C", str(clone), "rev-list", f"--since={int(since)}",
+                               "HEAD"], capture_output=True, text=True, check=True
+                              ).stdout.split()
+    listed = [f for f in kind.walk(clone).files if "/@commits/" in f.path]
+    assert len(listed) == len(expected) > 0
+    assert all(f.mtime_ns / 1e9 >= since - 86400 for f in listed)
+    docs = [e.load() for f in listed[:50] for e in kind.entries(clone, f.path, 0)]
+    commits = [d for d in docs if isinstance(d, Document)]
+    assert commits and all(d.metadata["commit_sha"] for d in commits)
+    assert any(d.metadata["file_path"].endswith(".py") for d in commits)

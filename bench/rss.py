@@ -22,7 +22,6 @@ import contextlib
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import corpus, fresh_home, index_twice, table, write_json  # noqa: E402
+from bench.freshness import Daemon  # noqa: E402
 
 
 def feed_files(root: Path) -> list[Path]:
@@ -76,47 +76,6 @@ def index(root: Path) -> dict[str, Any]:
             "unchanged_pass_embedded": again.embedded, "skipped": report.skipped}
 
 
-class Daemon:
-    def __init__(self, home: Path, env: dict[str, str]) -> None:
-        from daemon.ipc.client import Client
-        from daemon.ipc.discovery import find_daemon
-        from daemon.settings.paths import resolve_paths
-
-        full = {**os.environ, "RAGD_HOME": str(home), "HF_HUB_OFFLINE": "1",
-                "RAGD_OBSIDIAN_ENABLED": "false", **env}
-        self.paths = resolve_paths({"RAGD_HOME": str(home)})
-        self.proc = subprocess.Popen([sys.executable, "-m", "daemon.cli.main", "daemon"],
-                                     env=full, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 300
-        while find_daemon(self.paths) is None:
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                sys.exit("error: the daemon did not start; run `ragd daemon` to see why")
-            time.sleep(0.05)
-        self.client = Client(find_daemon(self.paths) or "", timeout=600, client_name="bench")
-
-    def found(self, word: str) -> bool:
-        answer = self.client.call("search", {"query": word, "mode": "keyword", "top_k": 5,
-                                             "collection": "rss"})
-        return bool(answer["results"])
-
-    def wait_idle(self, timeout: float = 3600) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            st = self.client.call("status")
-            if st["state"] == "idle" and st["collections"] and not st["queue"]:
-                return
-            time.sleep(0.1)
-        sys.exit("error: the daemon did not become idle")
-
-    def stop(self) -> None:
-        try:
-            self.client.call("shutdown")
-            self.proc.wait(timeout=60)
-        except Exception:
-            self.proc.kill()
-
-
 def _items(n: int, start: int) -> list[tuple[str, str]]:
     return [(f"https://bench.example/{i}", f"Bench entry {i} about the b{i}heron") for i in
             range(start, start + n)]
@@ -140,7 +99,8 @@ def save_to_searchable(root: Path, saves: int) -> dict[str, Any]:
         window = _items(20, 0)
         feed.write_bytes(_feed(window))
         home = fresh_home("rss-daemon")
-        d = Daemon(home, {"RAGD_RSS_PATHS": str(folder)})
+        (work / "vault").mkdir()  # an empty vault: the daemon's own collection, unused
+        d = Daemon(work / "vault", home, {"RAGD_RSS_PATHS": str(folder)})
         try:
             d.wait_idle()
             times: list[float] = []
@@ -154,12 +114,12 @@ def save_to_searchable(root: Path, saves: int) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 os.replace(tmp, feed)
                 word = new[0][1].rsplit(" ", 1)[-1]
-                while not d.found(word):
+                while not d.hits(word):
                     if time.perf_counter() - t0 > 60:
                         sys.exit(f"error: {word} not searchable after 60 s")
                     time.sleep(0.01)
                 times.append(time.perf_counter() - t0)
-                kept += d.found(dropped[1].rsplit(" ", 1)[-1])
+                kept += d.hits(dropped[1].rsplit(" ", 1)[-1]) > 0
                 time.sleep(0.3)  # saves a reader makes are minutes apart
         finally:
             d.stop()

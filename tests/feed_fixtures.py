@@ -11,6 +11,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+import numpy as np
+
+
+class CountingEmbedder:
+    """Fake for tests only: every vector the same (the semantic leg returns whatever the
+    filters let through), and the texts it was asked to embed counted."""
+
+    fingerprint = "fake-embedder-1"
+    dimension = 8
+    max_tokens = 256
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return [len(t.split()) for t in texts]
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return np.ones((len(texts), self.dimension), dtype=np.float32) / self.dimension**0.5
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return np.ones(self.dimension, dtype=np.float32) / self.dimension**0.5
+
 
 @dataclass(frozen=True)
 class Item:

@@ -9,14 +9,14 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import feedparser
-import numpy as np
 import pytest
 from conftest import corpus_path
+from feed_fixtures import CountingEmbedder
 
 from daemon.runtime.app import App
 from daemon.search.engine import SearchRequest
@@ -29,24 +29,6 @@ from daemon.sources.rss import is_feed_name
 pytestmark = pytest.mark.slow
 
 
-class FakeEmbedder:
-    """Fake for this test only: every vector the same, so the semantic leg returns whatever
-    the filters let through."""
-
-    fingerprint = "fake-embedder-1"
-    dimension = 8
-    max_tokens = 256
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return [len(t.split()) for t in texts]
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return np.ones((len(texts), self.dimension), dtype=np.float32) / self.dimension**0.5
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self.embed([text])[0]
-
-
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[App, Path]]:
     root = corpus_path("rss")
@@ -55,7 +37,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[App, Pat
     paths = resolve_paths({"RAGD_HOME": str(home)})
     config = load_config(paths, {"rss.paths": [str(root)], "obsidian.enabled": False,
                                  "calibre.enabled": False}, env={})
-    with App(paths, config, embedder=FakeEmbedder()) as app:
+    with App(paths, config, embedder=CountingEmbedder()) as app:
         (report,) = app.sync_all()
         assert not report.errors, report.errors
         yield app, root

@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
-from feed_fixtures import Item, atom_bytes, json_feed_bytes, newsboat_db, opml_bytes, rss_bytes
+from feed_fixtures import (
+    CountingEmbedder,
+    Item,
+    atom_bytes,
+    json_feed_bytes,
+    newsboat_db,
+    opml_bytes,
+    rss_bytes,
+)
 
 from daemon.indexer.pipeline import Indexer, IndexReport
 from daemon.sources.rss import RssKind, entry_key
@@ -19,27 +26,6 @@ from daemon.stores.catalog import Catalog, Collection
 from daemon.stores.feeds import feed_stats
 from daemon.stores.fulltext import open_keyword_store
 from daemon.stores.vectors import FaissStore
-
-
-class CountingEmbedder:
-    """Fake for unit tests only: counts the texts it is asked to embed."""
-
-    fingerprint = "fake-embedder-1"
-    dimension = 8
-    max_tokens = 256
-
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return [len(t.split()) for t in texts]
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.texts.extend(texts)
-        return np.ones((len(texts), self.dimension), dtype=np.float32) / self.dimension**0.5
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return np.ones(self.dimension, dtype=np.float32) / self.dimension**0.5
 
 
 class Env:

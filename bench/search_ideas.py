@@ -1,0 +1,573 @@
+"""Ideas for better hybrid ranking, measured offline on the quality sets (decision 0031).
+
+    python bench/search_ideas.py --home ~/.cache/ragd-bench/quality
+
+Each query's legs are run once through the real `SearchEngine` (keyword and semantic 100 deep,
+titles, phrases), with everything a variant needs beside them: the query vector, every chunk's
+vector, the keyword index's postings of the query terms and of any term a variant adds, and a
+vector of each note's title. Every variant is then a different way to build the legs or fuse
+them, scored as bench/tune_fusion.py scores the engine's ranking (one result per note; nDCG@10
+on BEIR SciFact, MRR@10 on the known items). Row 1 ("engine") is today's hybrid, reproduced
+offline to the third decimal.
+
+The protocol of bench/tune_fusion.py: SciFact **train** and the obsidian-help-en known items
+choose; SciFact **test** and the kepano-obsidian known items only check. A variant is worth
+building when it lowers no set and lifts the held-out ones; the "verdict" column says which do.
+
+It also prints, per set, the share of queries on which today's hybrid scores at least as well
+as each leg, and below the better of the two on that query; and per known-item set the best
+MRR@10 any fusion monotone in each leg's note score could reach, with its weights chosen per
+query (a note that beats the expected one in every leg ranks above it, whatever the weights).
+
+Reads the indexes of `bench/quality.py --home DIR` (run it first); the Whoosh backend only
+(the variants read its postings). Prints tables and writes bench/results/search_ideas.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import table, write_json  # noqa: E402
+from bench.metrics import ndcg_at_k, reciprocal_rank  # noqa: E402
+from bench.quality import (  # noqa: E402
+    K,
+    known_items_vault,
+    load_known_items,
+    load_scifact,
+    ragd_app,
+    scifact_home,
+)
+from bench.tune_fusion import CHECK_KNOWN, TUNE_KNOWN  # noqa: E402
+from daemon.search import fusion as F  # noqa: E402
+
+DEPTH = 50  # what the engine fetches per leg for top_k=10
+DEEP = 100  # what is kept per leg, for the variants that read deeper
+WEIGHTS = (0.25, 0.4, 0.35)  # the defaults (semantic, note, keyword): decision 0010
+TUNE = ("SciFact train", "obsidian-help-en")
+CHECK = ("SciFact test", "kepano-obsidian")
+
+
+@dataclass
+class Query:
+    text: str
+    vec: np.ndarray
+    terms: list[str]
+    keyword: list[tuple[int, float]]
+    semantic: list[tuple[int, float]]
+    titles: list[int]
+    phrase: list[tuple[int, float]]
+
+
+@dataclass
+class Set:
+    """One query set with its index, as arrays a variant can score without the engine."""
+
+    name: str
+    queries: list[Query]
+    judge: Callable[[int, list[str]], float]  # query number, ranked notes -> nDCG or RR
+    note: dict[int, str]  # chunk id -> note
+    ordinal: dict[int, int]
+    text: dict[int, str]
+    title: dict[int, str]
+    ids: np.ndarray  # chunk ids with a vector, rows of V
+    V: np.ndarray
+    docnum_chunk: np.ndarray  # keyword document number -> chunk id (-1: deleted)
+    lengths: np.ndarray  # keyword field length per document number
+    avg_length: float
+    postings: Any  # daemon.stores.whoosh_postings.Postings (for terms a variant adds)
+    note_titles: list[str] = field(default_factory=list)
+    title_vectors: np.ndarray | None = None
+    cache: dict[Any, Any] = field(default_factory=dict)
+
+    def docs(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        key = ("postings", term)
+        if key not in self.cache:
+            self.cache[key] = self.postings.docs(term)
+        return self.cache[key]  # type: ignore[no-any-return]
+
+    def row(self) -> dict[int, int]:
+        if "row" not in self.cache:
+            self.cache["row"] = {int(c): j for j, c in enumerate(self.ids)}
+        return self.cache["row"]  # type: ignore[no-any-return]
+
+    def chunks_of(self, heads: bool) -> dict[str, list[int]]:
+        key = ("chunks", heads)
+        if key not in self.cache:
+            out: dict[str, list[int]] = {}
+            row = self.row()
+            for c, n in self.note.items():
+                if c in row and (not heads or self.ordinal[c] <= 0):
+                    out.setdefault(n, []).append(c)
+            self.cache[key] = out
+        return self.cache[key]  # type: ignore[no-any-return]
+
+
+# -- collecting ---------------------------------------------------------------------------------
+def collect(app: Any, name: str, texts: Sequence[str], judge: Callable[[int, list[str]], float],
+            document: Callable[[str], str] = str) -> Set:
+    from daemon.search.filters import Filters
+    from daemon.stores.whoosh_postings import _segment_lengths
+
+    engine = app.search_engine
+    app.embedder.warm_up()
+    none = Filters()
+    queries = []
+    for n, q in enumerate(texts, 1):
+        query = " ".join(q.split())
+        vec = app.embedder.embed_query(query)
+        queries.append(Query(query, vec, engine.query_terms(query),
+                             engine.keyword_hits(query, DEEP, none),
+                             engine._semantic(vec, DEEP, none), engine.title_leg(query, none),
+                             engine.phrase_hits(query, DEEP, none)))
+        if n % 200 == 0:
+            print(f"  {name}: {n:,}/{len(texts):,} queries", file=sys.stderr, flush=True)
+    cat = app.catalog
+    all_ids = sorted(cat.all_chunk_ids())
+    rows = cat.chunks_by_id(all_ids)
+    vectors = cat.chunk_vectors(app.embedder.fingerprint, all_ids)
+    ids = np.array([i for i in all_ids if i in vectors], dtype=np.int64)
+    # A searcher of our own: the app's closes with it, and RM3 reads terms after that.
+    from whoosh import index
+
+    from daemon.stores.whoosh_postings import Postings
+
+    searcher = index.open_dir(str(engine.whoosh.dir)).searcher()
+    postings = Postings(searcher, "text")
+    docnum_chunk = np.full(postings.doc_count, -1, dtype=np.int64)
+    for d in np.flatnonzero(postings.live):
+        docnum_chunk[d] = int(searcher.stored_fields(int(d))["chunk_id"])
+    lengths = np.concatenate([_segment_lengths(leaf, "text") for leaf, _, _ in postings.leaves])
+    s = Set(name, queries, judge, {i: document(r.path) for i, r in rows.items()},
+            {i: r.ordinal for i, r in rows.items()}, {i: r.text for i, r in rows.items()},
+            {i: r.title for i, r in rows.items()}, ids,
+            np.stack([vectors[int(i)] for i in ids]).astype(np.float32), docnum_chunk,
+            lengths, float(searcher.avg_field_length("text") or 1), postings)
+    titles: dict[str, str] = {}
+    for i, r in rows.items():
+        titles.setdefault(s.note[i], r.title or Path(r.path).stem)
+    s.note_titles = sorted(titles)
+    s.title_vectors = np.stack([app.embedder.embed_query(titles[n]) for n in s.note_titles])
+    return s
+
+
+def scifact_sets(root: Path) -> list[Set]:
+    home, _ = scifact_home(root, False)
+    out = []
+    for split in ("train", "test"):
+        _, queries, qrels = load_scifact(False, split)
+        qids = list(queries)
+
+        def judge(i: int, ranked: list[str], qids: list[str] = qids,
+                  qrels: dict[str, dict[str, int]] = qrels) -> float:
+            return ndcg_at_k(ranked, qrels[qids[i]], K)
+
+        with ragd_app(home) as app:
+            out.append(collect(app, f"SciFact {split}", [queries[q] for q in qids], judge,
+                               lambda p: Path(p).stem))
+    return out
+
+
+def known_set(root: Path, path: Path) -> Set:
+    rows, named = load_known_items(path)
+    vault = known_items_vault(rows, named, None)
+    expected = [e for _, e in rows]
+    with ragd_app(root / f"known-{vault.name}") as app:
+        return collect(app, vault.name, [q for q, _ in rows],
+                       lambda i, ranked: reciprocal_rank(ranked, [expected[i]], K))
+
+
+# -- legs ---------------------------------------------------------------------------------------
+def bm25(s: Set, weighted: dict[str, float], k1: float = 1.2, b: float = 0.75,
+         coord: float = 0.0, k: int = DEEP) -> list[tuple[int, float]]:
+    """BM25 over the keyword index's postings, as whoosh_postings.Postings scores it, with
+    per-term weights (1.0 for the query's own terms) and other k1 and b."""
+    n_docs = len(s.docnum_chunk)
+    norm = k1 * ((1 - b) + b * s.lengths / s.avg_length)
+    total = np.zeros(n_docs)
+    matched = np.zeros(n_docs)
+    for term, w in weighted.items():
+        ids, freqs = s.docs(term)
+        if not len(ids):
+            continue
+        idf = math.log(n_docs / (len(ids) + 1)) + 1
+        tf = freqs.astype(np.float64)
+        total[ids] += w * idf * tf * (k1 + 1) / (tf + norm[ids])
+        matched[ids] += 1
+    if coord:
+        total *= (matched / max(1, len(weighted))) ** coord
+    docs = np.flatnonzero((total > 0) & (s.docnum_chunk >= 0))
+    if len(docs) > k:
+        docs = docs[np.argpartition(-total[docs], k - 1)[:k]]
+    docs = docs[np.lexsort((docs, -total[docs]))]
+    return [(int(s.docnum_chunk[d]), float(total[d])) for d in docs]
+
+
+def dense(s: Set, vec: np.ndarray, k: int = DEEP) -> list[tuple[int, float]]:
+    scores = s.V @ vec
+    top = np.argpartition(-scores, k)[:k] if len(scores) > k else np.arange(len(scores))
+    top = top[np.argsort(-scores[top], kind="stable")]
+    return [(int(s.ids[j]), float(scores[j])) for j in top]
+
+
+def per_note(s: Set, hits: Sequence[tuple[int, float]],
+             soft: float = 0.0) -> list[tuple[Hashable, float]]:
+    """A leg's notes scored by their best chunk, plus ``soft`` times the mean of the rest."""
+    if not soft:
+        return F.best_per_note(hits, s.note.__getitem__)
+    grouped: dict[str, list[float]] = {}
+    for c, x in hits:
+        grouped.setdefault(s.note[c], []).append(x)
+    out = [(n, v[0] + soft * (sum(v[1:]) / len(v[1:]) if len(v) > 1 else 0.0))
+           for n, v in grouped.items()]
+    return sorted(out, key=lambda t: -t[1])
+
+
+@dataclass
+class Legs:
+    """The note-level legs of one query, before fusion."""
+
+    per_note: dict[str, list[tuple[Hashable, float]]]
+    exact: list[Hashable]
+    keyword_exhausted: bool
+
+
+def legs(s: Set, q: Query, keyword: Sequence[tuple[int, float]] | None = None,
+         semantic: Sequence[tuple[int, float]] | None = None,
+         note_source: Sequence[tuple[int, float]] | None = None, depth: int = DEPTH,
+         soft: float = 0.0) -> Legs:
+    kw = list(keyword if keyword is not None else q.keyword)[:depth]
+    sem = list(semantic if semantic is not None else q.semantic)[:depth]
+    heads = [(c, x) for c, x in (note_source if note_source is not None else sem)[:depth]
+             if s.ordinal[c] <= 0]
+    return Legs({"semantic": per_note(s, sem, soft), "note": per_note(s, heads, soft),
+                 "keyword": per_note(s, kw, soft),
+                 "phrase": F.best_per_note(q.phrase[:depth], s.note.__getitem__)},
+                [s.note[c] for c in q.titles if c in s.note], len(kw) < depth)
+
+
+def fuse(lg: Legs, weights: tuple[float, float, float] = WEIGHTS,
+         extra: dict[str, tuple[list[tuple[Hashable, float]], float]] | None = None,
+         bonus: Callable[[F.NoteScore], float] | None = None) -> list[str]:
+    """The engine's z-score fusion and sure-hit guard, with optional extra legs and a bonus."""
+    sem_w, note_w, kw_w = weights
+    pn = dict(lg.per_note)
+    w = {"semantic": sem_w, "note": note_w, "keyword": kw_w, "phrase": kw_w}
+    for name, (hits, weight) in (extra or {}).items():
+        pn[name], w[name] = hits, weight
+    notes = F.zscore_fusion(pn, w, exact=lg.exact)
+    if bonus is not None:
+        notes.sort(key=lambda n: (-(n.score + bonus(n)), str(n.note)))
+    notes = F.keep_sure(notes, [*F.sure_hits(pn["keyword"], exhausted=lg.keyword_exhausted),
+                                *F.sure_hits(pn["semantic"])])
+    return [str(n.note) for n in notes[:K]]
+
+
+def notes_of(s: Set, hits: Sequence[tuple[int, float]]) -> list[str]:
+    return list(dict.fromkeys(s.note[c] for c, _ in hits))[:K]
+
+
+# -- the ideas ----------------------------------------------------------------------------------
+def engine(s: Set, q: Query) -> list[str]:
+    return fuse(legs(s, q))
+
+
+def feedback_vector(s: Set, q: Query, m: int = 1, beta: float = 0.5) -> np.ndarray:
+    """Rocchio on the query vector: plus ``beta`` times the mean vector of the best chunks of
+    the fused top ``m`` notes."""
+    top = fuse(legs(s, q))[:m]
+    best: dict[str, int] = {}
+    for c, _ in [*q.semantic, *q.keyword]:
+        if s.note[c] in top and c in s.row():
+            best.setdefault(s.note[c], c)
+    if not best:
+        return q.vec
+    v = q.vec + beta * np.mean([s.V[s.row()[c]] for c in best.values()], axis=0)
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def rm3(s: Set, q: Query, m: int = 1, lam: float = 0.2, n_terms: int = 10,
+        source: str = "fused") -> dict[str, float]:
+    """RM3: the query's terms (1 - lam) plus the ``n_terms`` likeliest terms of the best chunk
+    of each feedback note (lam); feedback from the fused top ``m`` or the keyword top ``m``."""
+    from daemon.stores.fulltext import _analyzer
+
+    analyse = s.cache.setdefault("analyser", _analyzer())
+    top = fuse(legs(s, q))[:m] if source == "fused" else notes_of(s, q.keyword)[:m]
+    best: dict[str, int] = {}
+    for c, _ in [*q.keyword, *q.semantic]:
+        if s.note[c] in top:
+            best.setdefault(s.note[c], c)
+    likely: dict[str, float] = {}
+    for c in best.values():
+        counts = Counter(t.text for t in analyse(f"{s.title[c]}\n{s.text[c]}"))
+        size = sum(counts.values()) or 1
+        for t, f in counts.items():
+            if len(t) > 2 and not t.isdigit():
+                likely[t] = likely.get(t, 0.0) + f / size / len(best)
+    expansion = dict(sorted(likely.items(), key=lambda kv: -kv[1])[:n_terms])
+    total = sum(expansion.values()) or 1.0
+    own = list(dict.fromkeys(q.terms))
+    weights = {t: (1 - lam) / len(own) for t in own}
+    for t, p in expansion.items():
+        weights[t] = weights.get(t, 0.0) + lam * p / total
+    return weights
+
+
+def note_bm25(s: Set, q: Query, b: float = 0.75, k1: float = 1.2) -> list[tuple[Hashable, float]]:
+    """BM25 over whole notes (a note's chunks' term counts and lengths summed)."""
+    if "note_index" not in s.cache:
+        names = sorted(set(s.note.values()))
+        number = {n: j for j, n in enumerate(names)}
+        of_doc = np.array([number[s.note[int(c)]] if c >= 0 else -1 for c in s.docnum_chunk])
+        length = np.zeros(len(names))
+        live = of_doc >= 0
+        np.add.at(length, of_doc[live], s.lengths[live])
+        s.cache["note_index"] = (names, of_doc, length)
+    names, of_doc, length = s.cache["note_index"]
+    norm = k1 * ((1 - b) + b * length / length.mean())
+    total = np.zeros(len(names))
+    for term in dict.fromkeys(q.terms):
+        ids, freqs = s.docs(term)
+        notes = of_doc[ids]
+        tf = np.zeros(len(names))
+        np.add.at(tf, notes[notes >= 0], freqs[notes >= 0])
+        has = tf > 0
+        idf = math.log(len(names) / (has.sum() + 1)) + 1
+        total[has] += idf * tf[has] * (k1 + 1) / (tf[has] + norm[has])
+    order = [j for j in np.argsort(-total, kind="stable")[:DEPTH] if total[j] > 0]
+    return [(names[j], float(total[j])) for j in order]
+
+
+def full_note_leg(s: Set, q: Query) -> list[tuple[Hashable, float]]:
+    """The note leg scored on every candidate note of every leg: the best cosine of its
+    opening and properties chunks, read from the vectors (not only those in the top 50)."""
+    lg = legs(s, q)
+    candidates = {n for hits in lg.per_note.values() for n, _ in hits} | set(lg.exact)
+    heads = s.chunks_of(heads=True)
+    row = s.row()
+    out: list[tuple[Hashable, float]] = [
+        (n, max(float(s.V[row[c]] @ q.vec) for c in heads[str(n)]))
+        for n in candidates if heads.get(str(n))]
+    return sorted(out, key=lambda t: -t[1])
+
+
+def title_leg(s: Set, q: Query) -> list[tuple[Hashable, float]]:
+    assert s.title_vectors is not None
+    scores = s.title_vectors @ q.vec
+    return [(s.note_titles[j], float(scores[j])) for j in np.argsort(-scores)[:DEPTH]]
+
+
+STOP_WORDS = ("i me my myself our ours he him his she her its they them their what which who whom "
+        "whose why how where there here than then so such too very just also only own same "
+        "other others another each every all any both few more most some no nor do does did "
+        "has had was were been being am would should could might must into onto over under "
+        "about above below between through during before after again once off out up down "
+        "while because until against among within without these those one get make want way "
+        "thing")
+
+
+def without_stop_words(terms: Sequence[str]) -> dict[str, float]:
+    from whoosh.lang.porter2 import stem
+
+    words = STOP_WORDS.split()
+    stop = set(words) | {stem(w) for w in words}
+    kept = [t for t in terms if t not in stop] or list(terms)
+    return dict.fromkeys(kept, 1.0)
+
+
+def rrf_bonus(lg: Legs, alpha: float, k: int) -> Callable[[F.NoteScore], float]:
+    w = dict(zip(("semantic", "note", "keyword"), WEIGHTS, strict=True))
+    extra: dict[Hashable, float] = {}
+    for leg, weight in w.items():
+        for rank, (n, _) in enumerate(lg.per_note[leg], 1):
+            extra[n] = extra.get(n, 0.0) + weight * alpha * k / (k + rank)
+    return lambda n: extra.get(n.note, 0.0)
+
+
+def with_standardise(fn: Callable[[Sequence[float]], list[float]]
+                     ) -> Callable[[Set, Query], list[str]]:
+    def run(s: Set, q: Query) -> list[str]:
+        saved = F._standardise
+        F._standardise = fn  # type: ignore[assignment]
+        try:
+            return fuse(legs(s, q))
+        finally:
+            F._standardise = saved  # type: ignore[assignment]
+    return run
+
+
+def robust(values: Sequence[float]) -> list[float]:
+    v = np.asarray(values, dtype=np.float64)
+    med = float(np.median(v))
+    mad = float(np.median(np.abs(v - med))) * 1.4826
+    return list((v - med) / mad) if mad > 0 else [0.0] * len(v)
+
+
+Variant = Callable[[Set, Query], list[str]]
+
+
+def variants() -> list[tuple[str, str, Variant]]:
+    """(group, label, ranking function)."""
+    out: list[tuple[str, str, Variant]] = [
+        ("reference", "engine (today's hybrid)", engine),
+        ("reference", "semantic leg alone", lambda s, q: notes_of(s, q.semantic)),
+        ("reference", "keyword leg alone", lambda s, q: notes_of(s, q.keyword)),
+    ]
+    for k1, b in ((0.9, 0.4), (0.9, 0.9), (1.5, 0.75), (2.0, 0.5)):
+        out.append(("keyword leg", f"BM25 k1={k1} b={b} (today 1.2, 0.75)", bm25_variant(k1, b)))
+    out += [
+        ("keyword leg", "BM25 over whole notes, not chunks",
+         lambda s, q: fuse(Legs({**legs(s, q).per_note, "keyword": note_bm25(s, q)},
+                                legs(s, q).exact, False))),
+        ("keyword leg", "coordination: BM25 x (terms matched / terms)",
+         lambda s, q: fuse(legs(s, q, keyword=bm25(s, dict.fromkeys(q.terms, 1.0),
+                                                   coord=1.0)))),
+        ("keyword leg", "query stop list (pronouns, auxiliaries, wh-words)",
+         lambda s, q: fuse(legs(s, q, keyword=bm25(s, without_stop_words(q.terms))))),
+        ("keyword leg", "RM3 from the fused top note (lam 0.2)",
+         lambda s, q: fuse(legs(s, q, keyword=bm25(s, rm3(s, q, 1, 0.2))))),
+        ("keyword leg", "RM3 from the keyword top note (lam 0.2)",
+         lambda s, q: fuse(legs(s, q, keyword=bm25(s, rm3(s, q, 1, 0.2, source="keyword"))))),
+        ("keyword leg", "RM3 from the keyword top 3 notes (lam 0.2)",
+         lambda s, q: fuse(legs(s, q, keyword=bm25(s, rm3(s, q, 3, 0.2, source="keyword"))))),
+        ("semantic legs", "Rocchio from the fused top note (0.5): both semantic legs",
+         lambda s, q: fuse(legs(s, q, semantic=dense(s, feedback_vector(s, q)),
+                                note_source=dense(s, feedback_vector(s, q))))),
+        ("semantic legs", "Rocchio from the fused top note (0.5): note leg only",
+         lambda s, q: fuse(legs(s, q, note_source=dense(s, feedback_vector(s, q))))),
+        ("semantic legs", "Rocchio from the fused top 3 notes (0.5): both legs",
+         lambda s, q: fuse(legs(s, q, semantic=dense(s, feedback_vector(s, q, 3)),
+                                note_source=dense(s, feedback_vector(s, q, 3))))),
+        ("semantic legs", "Rocchio leg added (fused top 2, 0.5), weight 0.2",
+         lambda s, q: fuse(legs(s, q), extra={"feedback": (per_note(
+             s, dense(s, feedback_vector(s, q, 2))[:DEPTH]), 0.2)})),
+        ("semantic legs", "note leg scored on every candidate (real cosines)",
+         lambda s, q: fuse(Legs({**legs(s, q).per_note, "note": full_note_leg(s, q)},
+                                legs(s, q).exact, legs(s, q).keyword_exhausted))),
+        ("semantic legs", "note leg from the top 100 chunks, not 50",
+         fuse_note_deep),
+        ("semantic legs", "title-vector leg added, weight 0.1",
+         lambda s, q: fuse(legs(s, q), extra={"title": (title_leg(s, q), 0.1)})),
+        ("semantic legs", "title-vector leg added, weight 0.3",
+         lambda s, q: fuse(legs(s, q), extra={"title": (title_leg(s, q), 0.3)})),
+        ("notes from chunks", "best chunk + 0.1 x mean of the note's other chunks",
+         lambda s, q: fuse(legs(s, q, soft=0.1))),
+        ("notes from chunks", "best chunk + 0.3 x mean of the note's other chunks",
+         lambda s, q: fuse(legs(s, q, soft=0.3))),
+        ("fusion", "legs 100 deep (today 50)", lambda s, q: fuse(legs(s, q, depth=DEEP))),
+        ("fusion", "legs 30 deep", lambda s, q: fuse(legs(s, q, depth=30))),
+        ("fusion", "robust z (median, MAD)", with_standardise(robust)),
+        ("fusion", "log(1 + BM25) before z",
+         lambda s, q: fuse(legs(s, q, keyword=[(c, math.log1p(x)) for c, x in q.keyword]))),
+        ("fusion", "z + 1.0 x weighted RRF (k=1)",
+         lambda s, q: fuse(legs(s, q), bonus=rrf_bonus(legs(s, q), 1.0, 1))),
+        ("fusion", "z + 4.0 x weighted RRF (k=1)",
+         lambda s, q: fuse(legs(s, q), bonus=rrf_bonus(legs(s, q), 4.0, 1))),
+    ]
+    return out
+
+
+def bm25_variant(k1: float, b: float) -> Variant:
+    def run(s: Set, q: Query) -> list[str]:
+        return fuse(legs(s, q, keyword=bm25(s, dict.fromkeys(q.terms, 1.0), k1, b)))
+    return run
+
+
+def fuse_note_deep(s: Set, q: Query) -> list[str]:
+    lg = legs(s, q)
+    heads = [(c, x) for c, x in q.semantic[:DEEP] if s.ordinal[c] <= 0]
+    lg.per_note["note"] = F.best_per_note(heads, s.note.__getitem__)
+    return fuse(lg)
+
+
+# -- the bound and the per-query comparison -------------------------------------------------------
+def monotone_bound(s: Set) -> float | None:
+    """Known items: the MRR@10 of the best fusion monotone in each leg's note score, chosen
+    per query (the expected note ranks below every note that scores at least as high in every
+    leg and higher in one). None for graded sets."""
+    if s.name.startswith("SciFact"):
+        return None
+    total = 0.0
+    for i, q in enumerate(s.queries):
+        per = [dict(h) for name, h in legs(s, q).per_note.items() if name != "phrase"]
+        candidates = set().union(*per)
+        best = 0.0
+        for target in candidates:
+            above = sum(1 for n in candidates if n != target
+                        and all(p.get(n, -1e9) >= p.get(target, -1e9) for p in per)
+                        and any(p.get(n, -1e9) > p.get(target, -1e9) for p in per))
+            if above < K:
+                ranked = [f"?{j}" for j in range(above)] + [str(target)]
+                best = max(best, s.judge(i, ranked))
+        total += best
+    return total / len(s.queries)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--home", type=Path, required=True,
+                    help="the --home of a full bench/quality.py run")
+    args = ap.parse_args()
+    root = args.home.expanduser().resolve()
+    home, _ = scifact_home(root, False)
+    if not (home / "data" / "catalog.sqlite").is_file():
+        sys.exit(f"error: no index at {home}: run `bench/quality.py --home {root}` first")
+    train, test = scifact_sets(root)
+    sets = [train, known_set(root, TUNE_KNOWN), test, known_set(root, CHECK_KNOWN)]
+    names = [s.name for s in sets]
+    results: list[dict[str, Any]] = []
+    base: dict[str, float] = {}
+    for group, label, fn in variants():
+        scores = {s.name: sum(s.judge(i, fn(s, q)) for i, q in enumerate(s.queries))
+                  / len(s.queries) for s in sets}
+        if label.startswith("engine"):
+            base = scores
+        lowers = [n for n in names if scores[n] < base[n] - 1e-9]
+        lifts = all(scores[n] > base[n] + 1e-9 for n in CHECK)
+        verdict = ("-" if label.startswith(("engine", "semantic leg", "keyword leg")) else
+                   "lands" if not lowers and lifts else
+                   f"lowers {', '.join(lowers)}" if lowers else "lifts no held-out set")
+        results.append({"group": group, "variant": label, **scores, "verdict": verdict})
+        print(f"  {label}: " + "  ".join(f"{scores[n]:.3f}" for n in names),
+              file=sys.stderr, flush=True)
+    print(table("hybrid ranking variants (nDCG@10 on SciFact, MRR@10 on the known items); "
+                "tuning sets first, then held-out",
+                [[r["group"], r["variant"], *[r[n] for n in names], r["verdict"]]
+                 for r in results], ["group", "variant", *names, "verdict"]))
+    bound_rows = []
+    for s in sets:
+        per_query = [(s.judge(i, engine(s, q)), s.judge(i, notes_of(s, q.semantic)),
+                      s.judge(i, notes_of(s, q.keyword))) for i, q in enumerate(s.queries)]
+        n = len(per_query)
+        bound = monotone_bound(s)
+        bound_rows.append([s.name, base[s.name], "-" if bound is None else bound,
+                           sum(h >= x for h, x, _ in per_query) / n,
+                           sum(h >= y for h, _, y in per_query) / n,
+                           sum(h < max(x, y) for h, x, y in per_query) / n, n])
+    print(table("today's hybrid per query, and what fusing these legs can reach",
+                bound_rows, ["set", "hybrid", "monotone-fusion bound", ">= semantic",
+                             ">= keyword", "< the better leg", "queries"]))
+    path = write_json("search_ideas", {
+        "variants": results,
+        "per_query": [dict(zip(("set", "hybrid", "monotone_bound", "share_ge_semantic",
+                                "share_ge_keyword", "share_below_better_leg", "queries"),
+                               r, strict=True))
+                  for r in bound_rows],
+        "tuning": list(TUNE), "held_out": list(CHECK)})
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

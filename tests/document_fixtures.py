@@ -204,3 +204,37 @@ def write_all(folder: Path, *, broken_too: bool = True) -> dict[str, bytes]:
     for name, data in files.items():
         (folder / name).write_bytes(data)
     return files
+
+
+def amplifying_epub(chapter_chars: int, repeats: int, *, varied: bool = False) -> bytes:
+    """An EPUB of one chapter listed ``repeats`` times in its spine: small on disk, huge as
+    text (the hostile EPUB of issues 21 and 28). ``varied`` writes the chapter from a
+    vocabulary of 2,000 made-up words, so that it compresses as prose does (4 MB of it zip to
+    about a megabyte, the size of row 5's EPUB) instead of to nothing."""
+    if varied:
+        import random
+
+        rng = random.Random(5)
+        vocab = ["".join(rng.choice("aeioubcdfghklmnprstvw") for _ in range(rng.randint(3, 9)))
+                 for _ in range(2000)]
+        text = " ".join(rng.choice(vocab) for _ in range(chapter_chars // 6 + 1))
+    else:
+        text = "lorem ipsum dolor sit amet consectetur " * (chapter_chars // 39 + 1)
+    para = f"<p>{text[:chapter_chars]}</p>"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip")
+        z.writestr("META-INF/container.xml", """<?xml version="1.0"?>
+<container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">
+<rootfiles><rootfile full-path="content.opf" media-type="application/oebps-package+xml"/>
+</rootfiles></container>""")
+        spine = "".join('<itemref idref="c"/>' for _ in range(repeats))
+        z.writestr("content.opf", f"""<?xml version="1.0" encoding="UTF-8"?>
+<package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id">
+<metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:identifier id="id">x</dc:identifier>
+<dc:title>Echo</dc:title></metadata>
+<manifest><item id="c" href="c.xhtml" media-type="application/xhtml+xml"/></manifest>
+<spine>{spine}</spine></package>""")
+        z.writestr("c.xhtml", f"""<?xml version="1.0" encoding="UTF-8"?>
+<html xmlns="http://www.w3.org/1999/xhtml"><body><h1>Echo</h1>{para}</body></html>""")
+    return buf.getvalue()

@@ -63,6 +63,9 @@ WINDOW_CHUNKS_BACKGROUND = 128
 # How long after the last small work a bulk job keeps committing small groups: saves come in
 # bursts while someone writes.
 SMALL_WINDOW_S = 60.0
+# Journal ops per keyword commit when a projection replays a backlog of them: between two,
+# small work that waits goes first.
+REPLAY_SLICE = 512
 GROUP_SOURCES = 200
 EMBED_SLICE = 64  # ~4 s of embedding on two cores
 SMALL_TURN_S = 1.0  # a job's turn before it lets other small work go first
@@ -186,6 +189,12 @@ class Indexer:
         self.give_way: Callable[[], bool] = lambda: False
         self._started = 0.0  # when the current sync began
         self._small_at = -SMALL_WINDOW_S  # when small work last ran or was waited for
+        for store in self.stores:  # Whoosh: big merges only while nobody saves notes
+            if hasattr(store, "quiet"):
+                store.quiet = self._quiet  # type: ignore[attr-defined]
+        # During a small job: the journal seq past which its ops were not yet applied to the
+        # keyword index ahead of older ops (_replay); None during bulk work.
+        self._ahead: int | None = None
         self.retries = RetryClock()  # when a skip of the moment is read again (decision 0026)
         # Held for every index projection (catch_up, save, rebuild): the writer and the
         # embedding thread both apply journal ops, never at the same time.
@@ -201,6 +210,7 @@ class Indexer:
         # carried to the next pass (readahead.EntryStream).
         self._loader = Loader()
         self._carried: dict[CarryKey, Future[Any]] = {}
+        self._carried_files: dict[Any, Future[Any]] = {}  # a folder's loads (ReadAhead)
         self.backlog = Counts()  # refreshed after every commit and every embedded slice
 
     # -- the sync pass ------------------------------------------------------------------------
@@ -212,10 +222,19 @@ class Indexer:
         Raises ``Interrupted`` when ``should_stop`` says so during the listing or the hashing
         (nothing has been changed then), and ``TooManyFiles`` past ``max_entries``.
         """
-        started = time.perf_counter()
         self._started = time.monotonic()
         if self.urgency != backlog.BULK:
             self._small_at = self._started
+            self._ahead = self.catalog.last_op()
+        try:
+            return self._sync(coll, kind, paths=paths, force=force, max_entries=max_entries)
+        finally:
+            self._ahead = None
+
+    def _sync(self, coll: Collection, kind: SourceKind | ContainerKind, *,
+              paths: Sequence[str] | None, force: bool,
+              max_entries: int | None) -> IndexReport:
+        started = time.perf_counter()
         report = IndexReport(coll.name)
         root = Path(coll.root)
         self.on_progress(Progress(coll.name, "scan"))
@@ -260,6 +279,9 @@ class Indexer:
                 report.skipped_files.append((row["path"], row["skip_code"], row["skip_detail"]))
                 report.skipped[row["skip_code"]] = report.skipped.get(row["skip_code"], 0) + 1
             report.warnings.extend((row["path"], w) for w in row["warnings"].split(",") if w)
+        if self._ahead is not None:  # a small job: older ops its own went ahead of
+            self._ahead = None
+            self.catch_up(report)
         if not self.background:  # no embedding thread: the vectors come now, with a bar
             self.embed_backlog(coll, report)
         t0 = time.perf_counter()
@@ -488,7 +510,8 @@ class Indexer:
         group: list[_Parsed] = []
         pending_chunks = 0
         ahead = ReadAhead(lambda f: self._load(kind, root, f), todo, self.should_stop,
-                          lambda: self.give_way())
+                          lambda: self.give_way(), carry=self._carried_files,
+                          key=lambda f: (coll.id, f.path, f.size, f.mtime_ns))
         try:
             for n, f in enumerate(todo, 1):
                 if self._yield_now():
@@ -670,12 +693,15 @@ class Indexer:
             return True
         return False
 
+    def _quiet(self) -> bool:
+        return time.monotonic() - self._small_at >= SMALL_WINDOW_S
+
     def _window(self) -> int:
         """Chunks per commit. A group is committed before small work runs, so while someone
         saves notes a bulk job commits small groups (a save waits for little); otherwise big
         ones: Whoosh's cost per commit (a segment, merges) made 128-chunk groups cost twice the
         keyword time of 512-chunk groups (bench/ingest.py: 92 vs 106 chunks/s end to end)."""
-        if self.background and time.monotonic() - self._small_at < SMALL_WINDOW_S:
+        if self.background and not self._quiet():
             return WINDOW_CHUNKS_BACKGROUND
         return WINDOW_CHUNKS
 
@@ -736,21 +762,49 @@ class Indexer:
                     report.add_stage(f"write_{store.name}", time.perf_counter() - t0)
 
     def _replay(self, store: IndexStore) -> None:
+        """Apply the ops past the store's mark, in slices. A big document's keyword
+        projection costs seconds (~0.7 ms a chunk in Whoosh): between slices it gives way to
+        small work waiting. A small job applies its own ops first and the older ones when it
+        ends (``_finish``); what a job leaves is replayed by the next catch_up, which every
+        job makes when it commits (decision 0025)."""
         mark = store.mark
+        if self._ahead is not None and not store.needs_vectors and mark < self._ahead:
+            self._apply_ahead(store)  # the older ops wait for the end of the small job
+            return
         while True:
-            new_mark, ids = self.catalog.ops_after(mark, vector_ops=store.needs_vectors)
+            new_mark, ids = self.catalog.ops_after(mark, REPLAY_SLICE,
+                                                   vector_ops=store.needs_vectors)
             if new_mark == mark:
                 return
-            rows = self.catalog.chunks_by_id(ids)
-            present = [rows[i] for i in ids if i in rows]
-            absent = [i for i in ids if i not in rows]
-            vectors: dict[int, np.ndarray] = {}
-            if store.needs_vectors:
-                vectors = self.catalog.vectors_for(self.embedder.fingerprint, present)
-                absent += [r.id for r in present if r.id not in vectors]
-                present = [r for r in present if r.id in vectors]
-            store.apply(present, absent, new_mark, vectors)
+            self._apply_ids(store, ids, new_mark)
             mark = new_mark
+            if self.give_way():
+                return
+
+    def _apply_ahead(self, store: IndexStore) -> None:
+        """A small job's own ops, applied to a keyword index that is behind with older
+        ones, without moving its mark: every op upserts or deletes a chunk as the catalog has
+        it now, so applying it again when the replay reaches it changes nothing."""
+        assert self._ahead is not None
+        after = self._ahead
+        while True:
+            new_mark, ids = self.catalog.ops_after(after, REPLAY_SLICE, vector_ops=False)
+            if new_mark == after:
+                break
+            self._apply_ids(store, ids, store.mark)
+            after = new_mark
+        self._ahead = after
+
+    def _apply_ids(self, store: IndexStore, ids: Sequence[int], mark: int) -> None:
+        rows = self.catalog.chunks_by_id(ids)
+        present = [rows[i] for i in ids if i in rows]
+        absent = [i for i in ids if i not in rows]
+        vectors: dict[int, np.ndarray] = {}
+        if store.needs_vectors:
+            vectors = self.catalog.vectors_for(self.embedder.fingerprint, present)
+            absent += [r.id for r in present if r.id not in vectors]
+            present = [r for r in present if r.id in vectors]
+        store.apply(present, absent, mark, vectors)
 
     def save(self) -> None:
         """Persist every index, then forget the ops all of them have on disk."""

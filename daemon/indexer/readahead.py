@@ -39,22 +39,46 @@ def _stop_waiting(should_stop: Callable[[], bool], give_way: Callable[[], bool],
     return should_stop() or (time.monotonic() - since >= GIVE_WAY_S and give_way())
 
 
+CARRY_MAX = 8  # loads kept for the next pass; one or two in practice
+
+
 class ReadAhead(Generic[S, T]):
-    """``load(items[i])`` for each i in turn, the next one started before it is asked for."""
+    """``load(items[i])`` for each i in turn, the next one started before it is asked for.
+
+    A load that a yield leaves under way is *carried* (``carry``, by ``key(item)``): the next
+    pass over the same file takes it up instead of converting it again. Without that, a bulk
+    job that gave way to saved notes while a slow document converted asked for the same
+    conversion again at each resume, behind the first in the one worker, and never got past
+    it while the user kept saving (issue 28, row 8)."""
 
     def __init__(self, load: Callable[[S], T], items: Sequence[S],
                  should_stop: Callable[[], bool],
-                 give_way: Callable[[], bool] = lambda: False) -> None:
+                 give_way: Callable[[], bool] = lambda: False, *,
+                 carry: dict[Any, Future[Any]] | None = None,
+                 key: Callable[[S], Any] = id) -> None:
         self._load = load
         self._items = items
         self._should_stop = should_stop
         self._give_way = give_way
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragd-read")
         self._futures: dict[int, Future[T]] = {}
+        self._carry = carry if carry is not None else {}
+        self._key = key
 
     def _start(self, i: int) -> None:
         if i < len(self._items) and i not in self._futures:
-            self._futures[i] = self._pool.submit(self._load, self._items[i])
+            carried = self._carry.pop(self._key(self._items[i]), None)
+            if carried is not None and (carried.cancelled() or (
+                    carried.done() and carried.exception() is not None)):
+                carried = None  # a load that failed or was stopped is tried again
+            self._futures[i] = carried or self._pool.submit(self._load, self._items[i])
+
+    def _keep(self, i: int, future: Future[T]) -> None:
+        if future.cancelled():
+            return
+        self._carry[self._key(self._items[i])] = future
+        while len(self._carry) > CARRY_MAX:
+            self._carry.pop(next(iter(self._carry)))
 
     def get(self, i: int) -> T:
         """The loaded item ``i``; raises ``Interrupted`` when should_stop says so while
@@ -68,11 +92,15 @@ class ReadAhead(Generic[S, T]):
                 return future.result(timeout=STEP_S)
             except FutureTimeout:
                 if _stop_waiting(self._should_stop, self._give_way, since):
+                    self._keep(i, future)
                     raise Interrupted("reading was interrupted") from None
 
     def close(self) -> None:
-        """Stop reading ahead; a load under way finishes in the background."""
+        """Stop reading ahead; a load under way finishes in the background, carried."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+        for i, future in self._futures.items():
+            self._keep(i, future)
+        self._futures.clear()
 
 
 # -- containers ---------------------------------------------------------------------------------

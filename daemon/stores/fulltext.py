@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -185,6 +185,42 @@ def filter_mask(searcher: Any, postings: Postings, f: Filters) -> np.ndarray:
     return mask
 
 
+# While someone saves notes, a commit merges at most this many documents of small segments:
+# Whoosh merges inside the commit, and MERGE_SMALL alone merged 21 segments of ~1,000 chunks
+# (a long book's projection) in one 15 s commit, which a saved note waited for.
+MERGE_CAP_DOCS = 2048
+
+
+def _merge_bounded(writer: Any, segments: list[Any]) -> list[Any]:
+    """Whoosh's MERGE_SMALL over the smallest segments only, at most ``MERGE_CAP_DOCS``
+    documents in all; bigger merges wait for a quiet commit."""
+    from whoosh.writing import MERGE_SMALL
+
+    ordered = sorted(segments, key=lambda seg: seg.doc_count_all())
+    small: list[Any] = []
+    total = 0
+    for seg in ordered:
+        total += seg.doc_count_all()
+        if total > MERGE_CAP_DOCS:
+            break
+        small.append(seg)
+    return list(MERGE_SMALL(writer, small)) + ordered[len(small):]
+
+
+def _opened(searcher: Any) -> Any:
+    """``searcher`` with the files it reads lazily opened now. A commit that merges segments
+    deletes the merged ones' files while searches still use the searcher of the commit
+    before (until ``_reopen``): a file opened before the deletion stays readable (POSIX), one
+    opened after is gone, and Whoosh then read a stored field as ``None`` (an internal error
+    under a stream of commits, issue 28 row 8)."""
+    for leaf, _ in searcher.ixreader.leaf_readers():
+        if leaf.segment() is not None and leaf.doc_count_all():
+            leaf.stored_fields(0)
+            for field in ("text", "phrase"):
+                leaf.doc_field_length(0, field)
+    return searcher
+
+
 class WhooshStore:
     """Whoosh, one commit per apply; searches share one searcher, reopened after commits."""
 
@@ -206,6 +242,9 @@ class WhooshStore:
         self._postings_cache = PostingsCache()
         self._filters: OrderedDict[Filters, np.ndarray] = OrderedDict()
         self.analyse_text = _analyzer()
+        # Whether nobody has saved a note lately (the indexer sets it): only then may a
+        # commit make a big merge (_merge_bounded).
+        self.quiet: Callable[[], bool] = lambda: True
         state = read_json(self._state_file)
         self.stale = False
         if index.exists_in(str(self.dir)) and state.get("schema") == SCHEMA_VERSION:
@@ -245,7 +284,10 @@ class WhooshStore:
             except BaseException:
                 writer.cancel()
                 raise
-            writer.commit()
+            if self.quiet():
+                writer.commit()
+            else:
+                writer.commit(mergetype=_merge_bounded)
             self._mark = max(self._mark, mark)
             write_json_atomic(self._state_file, {"mark": self._mark, "schema": SCHEMA_VERSION})
             self._reopen()
@@ -271,7 +313,7 @@ class WhooshStore:
         Not Searcher.refresh(): it reuses segment readers whose deletion sets are stale, so
         documents deleted in an existing segment would still be found (decision 0007).
         """
-        fresh = self._ix.searcher()
+        fresh = _opened(self._ix.searcher())
         postings = Postings(fresh, "text", self._postings_cache)
         with self._search_lock:
             old, self._searcher, self._postings = self._searcher, fresh, postings
@@ -282,7 +324,7 @@ class WhooshStore:
     def _current(self) -> tuple[Any, Postings]:
         """The shared searcher and its scorer (call with the search lock held)."""
         if self._searcher is None or self._postings is None:
-            self._searcher = self._ix.searcher()
+            self._searcher = _opened(self._ix.searcher())
             self._postings = Postings(self._searcher, "text", self._postings_cache)
         return self._searcher, self._postings
 

@@ -3,40 +3,15 @@ is cut at its budget, with the warning code, in the real conversion worker."""
 
 from __future__ import annotations
 
-import io
-import zipfile
 from pathlib import Path
 
 import pytest
+from document_fixtures import amplifying_epub
 
 from daemon.convert.bounds import MAX_TEXT_CHARS, MIN_BUDGET_CHARS, TRUNCATED, cut, text_budget
 from daemon.convert.converters import convert
 from daemon.convert.documents import DocumentSettings, open_documents
 from daemon.models import Document
-
-
-def amplifying_epub(chapter_chars: int, repeats: int) -> bytes:
-    """An EPUB of one chapter listed ``repeats`` times in its spine: small on disk, huge as
-    text (the hostile EPUB of issues 21 and 28)."""
-    words = ("lorem ipsum dolor sit amet consectetur " * (chapter_chars // 39 + 1))
-    para = f"<p>{words[:chapter_chars]}</p>"
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip")
-        z.writestr("META-INF/container.xml", """<?xml version="1.0"?>
-<container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">
-<rootfiles><rootfile full-path="content.opf" media-type="application/oebps-package+xml"/>
-</rootfiles></container>""")
-        spine = "".join('<itemref idref="c"/>' for _ in range(repeats))
-        z.writestr("content.opf", f"""<?xml version="1.0" encoding="UTF-8"?>
-<package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id">
-<metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:identifier id="id">x</dc:identifier>
-<dc:title>Echo</dc:title></metadata>
-<manifest><item id="c" href="c.xhtml" media-type="application/xhtml+xml"/></manifest>
-<spine>{spine}</spine></package>""")
-        z.writestr("c.xhtml", f"""<?xml version="1.0" encoding="UTF-8"?>
-<html xmlns="http://www.w3.org/1999/xhtml"><body><h1>Echo</h1>{para}</body></html>""")
-    return buf.getvalue()
 
 
 def test_budget_is_absolute_and_relative_to_the_size_on_disk() -> None:

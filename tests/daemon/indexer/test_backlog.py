@@ -10,6 +10,7 @@ import hashlib
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -185,3 +186,47 @@ def test_a_bulk_job_commits_small_groups_only_while_small_work_comes(
     ix.urgency = backlog.URGENT
     ix.sync(coll, kind_for("folder", []))
     assert ix._window() == pipeline.WINDOW_CHUNKS_BACKGROUND
+
+
+def test_a_small_jobs_own_chunks_reach_the_keyword_index_before_older_ones(
+        indexer: tuple[Indexer, FakeEmbedder, Catalog], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big document's keyword projection costs seconds: a bulk job replays it in slices and
+    gives way between them; a saved note's chunks then go into the keyword index first, and
+    the older ones follow when the small job ends (issue 28 row 8)."""
+    from daemon.indexer import pipeline
+
+    ix, _, cat = indexer
+    ix.background = True
+    keyword = ix.stores[1]
+    monkeypatch.setattr(pipeline, "REPLAY_SLICE", 4)
+    bulk_root = tmp_path / "bulk"
+    _folder(bulk_root, 30)
+    bulk = cat.ensure_collection("bulk", type="project", kind="folder", root=str(bulk_root))
+    waiting = [True]
+    ix.give_way = lambda: waiting[0]  # a saved note waits all along the bulk job
+    ix.sync(bulk, kind_for("folder", []))
+    behind = cat.all_chunk_ids() - keyword.ids()
+    assert behind, "the bulk job replayed everything: the test proves nothing"
+
+    applied: list[tuple[set[int], int]] = []
+    real_apply = keyword.apply
+
+    def apply(rows: Any, deletes: Any, mark: int, vectors: Any) -> None:
+        applied.append(({r.id for r in rows}, mark))
+        real_apply(rows, deletes, mark, vectors)
+
+    monkeypatch.setattr(keyword, "apply", apply)
+    mark_before = keyword.mark
+    waiting[0] = False
+    note_root = tmp_path / "notes"
+    note_root.mkdir()
+    (note_root / "Saved.md").write_text("# Saved\n\nzqxsaved words\n", encoding="utf-8")
+    notes = cat.ensure_collection("notes", type="project", kind="folder", root=str(note_root))
+    ix.urgency = backlog.URGENT
+    ix.sync(notes, kind_for("folder", []))
+    own = {r.id for rows in cat.iter_chunks() for r in rows if r.path == "Saved.md"}
+    first_ids, first_mark = applied[0]
+    assert first_ids == own and first_mark == mark_before  # ahead, its mark unmoved
+    assert len(applied) > 1 and keyword.mark > mark_before
+    assert keyword.ids() == cat.all_chunk_ids()  # and the older ones followed

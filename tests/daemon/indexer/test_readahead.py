@@ -53,6 +53,39 @@ def test_a_slow_load_gives_way_and_finishes_in_the_background() -> None:
     assert done.wait(5)  # its result would be in the doc store's cache for the next pass
 
 
+def test_a_load_a_yield_left_under_way_is_taken_up_by_the_next_pass() -> None:
+    """A bulk job that gives way to saved notes while a slow document converts must not ask
+    for the same conversion again at each resume (issue 28, row 8): one load, carried."""
+    release = threading.Event()
+    calls: list[str] = []
+
+    def load(name: str) -> str:
+        calls.append(name)
+        release.wait(10)
+        return name.upper()
+
+    carry: dict[Any, Future[Any]] = {}
+    for _ in range(3):  # three resumes, each giving way while the load runs
+        stop = threading.Event()
+        ahead = ReadAhead(load, ["slow.tex"], stop.is_set, carry=carry, key=str)
+        threading.Timer(0.1, stop.set).start()
+        with pytest.raises(Interrupted):
+            ahead.get(0)
+        ahead.close()
+    release.set()
+    ahead = ReadAhead(load, ["slow.tex"], lambda: False, carry=carry, key=str)
+    assert ahead.get(0) == "SLOW.TEX"
+    ahead.close()
+    assert calls == ["slow.tex"] and not carry
+    # A load that failed is tried again, not handed over failed.
+    failed: Future[Any] = Future()
+    failed.set_exception(OSError("gone"))
+    carry["slow.tex"] = failed
+    ahead = ReadAhead(load, ["slow.tex"], lambda: False, carry=carry, key=str)
+    assert ahead.get(0) == "SLOW.TEX" and len(calls) == 2
+    ahead.close()
+
+
 # -- containers ---------------------------------------------------------------------------------
 
 

@@ -359,3 +359,62 @@ def s_query(s: TantivyStore) -> Any:
     import tantivy
 
     return tantivy.Query.term_query(s._schema, "text", "heron")
+
+
+def test_a_searcher_reads_a_segment_that_a_merge_deleted(tmp_path: Path) -> None:
+    """A commit that merges segments deletes their files while searches still use the
+    searcher of the commit before (until the store reopens it): every file that searcher
+    reads must be open by then. It read a stored field as None (TypeError, an internal
+    error) under a stream of commits."""
+    store = WhooshStore(tmp_path / "w")
+    try:
+        for n in range(3):  # three segments
+            store.apply([row(i, text=f"lantern w{i}") for i in range(n * 10 + 1, n * 10 + 11)],
+                        [], n + 1, {})
+        before = store.segments()
+        with store._search_lock:
+            searcher, _ = store._current()
+        # Another commit merges the small segments and deletes their files; this searcher
+        # is still the one searches use until the store reopens.
+        writer = store._ix.writer(compound=False)
+        writer.add_document(**store._document(row(99, text="lantern tide")))
+        writer.commit(optimize=True)  # as MERGE_SMALL does to small segments
+        assert len(store._ix.reader().leaf_readers()) == 1 < before  # their files deleted
+        ids = {cid for cid, _ in store._chunk_ids(searcher, [(d, 1.0) for d in range(30)])}
+        assert ids == set(range(1, 31))
+        for field in ("text", "phrase"):
+            assert searcher.ixreader.doc_field_length(5, field) > 0
+    finally:
+        store.close()
+
+
+def test_while_notes_are_saved_a_commit_merges_a_bounded_number_of_documents(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whoosh merges inside a commit: MERGE_SMALL merged 21 segments of ~1,000 chunks in one
+    15 s commit that a saved note waited for. While notes are saved a merge takes at most
+    MERGE_CAP_DOCS documents; once it is quiet, Whoosh's own policy goes on."""
+    monkeypatch.setattr(fulltext, "MERGE_CAP_DOCS", 1500)
+    store = WhooshStore(tmp_path / "w")
+    merged: list[int] = []
+    real = fulltext._merge_bounded
+
+    def spy(writer: Any, segments: list[Any]) -> list[Any]:
+        kept = real(writer, segments)
+        gone = [s for s in segments if s not in kept]
+        merged.append(sum(s.doc_count_all() for s in gone))
+        return kept
+
+    monkeypatch.setattr(fulltext, "_merge_bounded", spy)
+    store.quiet = lambda: False
+    try:
+        for n in range(30):
+            store.apply([row(i, text=f"word{i}") for i in range(n * 100 + 1, n * 100 + 101)],
+                        [], n + 1, {})
+        assert any(merged) and max(merged) <= 1500, merged
+        calls = len(merged)
+        store.quiet = lambda: True
+        store.apply([row(9999, text="quiet")], [], 99, {})
+        assert len(merged) == calls  # quiet: Whoosh's own policy, unbounded
+        assert len(store.ids()) == 3001
+    finally:
+        store.close()

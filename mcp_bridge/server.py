@@ -36,6 +36,7 @@ from daemon.errors import DaemonUnavailable, InvalidArgument, NotFound, Protocol
 from mcp_bridge.link import CallTimedOut, DaemonLink
 from mcp_bridge.tools import INSTRUCTIONS, TOOLSETS, ToolSpec, as_text, select_tools
 from mcp_bridge.tools_code import code_toolsets, is_error
+from mcp_bridge.tools_concepts import concept_toolsets, is_concept_error
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +161,8 @@ def build_server(specs: Sequence[ToolSpec], link: DaemonLink,
             return _error(f"Unknown tool {name!r}. What to do: use one of "
                           f"{', '.join(by_name) or 'none (no toolset is enabled)'}.")
         token = _progress_token(server)
-        await _say_if_starting(server, link, token)
+        if spec.method != "convert":  # answered while the model loads (decision 0032)
+            await _say_if_starting(server, link, token)
         if token is None or spec.method != "index":
             return await run_tool(spec, arguments, link)
         return await _with_progress(server, spec, arguments, link, token)
@@ -217,7 +219,8 @@ async def run_tool(spec: ToolSpec, arguments: dict[str, Any],
                       "it with the ragd-mcp log (the client's MCP server log) and that reference.")
     return types.CallToolResult(content=[types.TextContent(type="text", text=as_text(value))],
                                 structuredContent=spec.structured(value),
-                                isError=spec.toolset == "code" and is_error(value))
+                                isError=(spec.toolset == "code" and is_error(value)) or (
+                                    spec.toolset == "concepts" and is_concept_error(value)))
 
 
 STATUS_TIMEOUT_S = 5.0  # the start-up check before a call; the call has its own timeout
@@ -315,7 +318,7 @@ def _setup_logging(verbose: bool) -> None:
 def run(verbose: bool = False) -> int:
     _setup_logging(verbose)
     settings = configured_mcp()
-    specs = choose_tools(code_toolsets(settings.toolsets), settings)
+    specs = choose_tools(concept_toolsets(code_toolsets(settings.toolsets)), settings)
     link = DaemonLink()
     log.info("ragd-mcp %s serving %s", __version__, ", ".join(s.name for s in specs) or "no tools")
     try:

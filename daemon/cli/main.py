@@ -274,13 +274,12 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 def _remote_convert_whole(path: str) -> dict[str, Any]:
     """Every piece of a conversion, joined; the same bytes throughout, or a clear error."""
-    from daemon.cli.remote import call_when_ready
     from daemon.errors import RagdError
     from daemon.runtime.launch import connect
 
     params: dict[str, Any] = {"file_path": path, "max_chars": CONVERT_PIECE_CHARS}
-    with connect(call_timeout=300.0) as client:
-        answer: dict[str, Any] = call_when_ready(client, "convert", params)
+    with connect(call_timeout=300.0) as client:  # answered while the model loads (0032)
+        answer: dict[str, Any] = client.call("convert", params)
         pieces = [answer["markdown"]]
         while answer.get("truncated") and answer.get("next_offset") is not None:
             more = client.call("convert", {**params, "offset": answer["next_offset"]})

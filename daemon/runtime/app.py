@@ -73,7 +73,10 @@ class App:
     def __init__(self, paths: Paths, config: Config, *, embedder: Embedder | None = None,
                  on_progress: Callable[[Progress], None] | None = None,
                  indexing: Callable[[], dict[str, Any] | None] = lambda: None,
-                 should_stop: Callable[[], bool] | None = None) -> None:
+                 should_stop: Callable[[], bool] | None = None,
+                 on_demand: Documents | None = None) -> None:
+        """``on_demand``: the doc store a client's conversions use, when the caller opened it
+        before (the daemon does, to convert while the model loads) and closes it itself."""
         self.paths = paths
         self.config = config
         self.on_close: list[Callable[[], None]] = []
@@ -92,7 +95,8 @@ class App:
             # them (decision 0024).
             settings = DocumentSettings.from_config(config)
             self.documents = open_documents(paths.docstore_dir, settings)
-            self.on_demand = on_demand_documents(paths.docstore_dir, settings)
+            self._own_on_demand = on_demand is None
+            self.on_demand = on_demand or on_demand_documents(paths.docstore_dir, settings)
         except BaseException:
             if hasattr(self, "documents"):
                 self.documents.close()
@@ -125,7 +129,8 @@ class App:
             self.indexer.save()
         finally:
             self.documents.close()
-            self.on_demand.close()
+            if self._own_on_demand:
+                self.on_demand.close()
             self.whoosh.close()
             self.catalog.close()
             for callback in self.on_close:

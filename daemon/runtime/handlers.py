@@ -171,26 +171,46 @@ async def convert(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
     allow`` (decision 0023), and gets at most ``[convert] max_reply_chars`` per answer.
     """
     from daemon.convert.documents import convert_file
+    from daemon.errors import PathRefused
+    from daemon.runtime.convert_early import refused_for_now
 
-    app = await d._ready()
     settings = d.config.convert
     restricted = not speaks_for_user(conn.client)
-    reach = await asyncio.to_thread(convert_reach, d, app, restricted)
     cap = settings.max_reply_chars
     asked = params.get("max_chars") or cap
     max_chars = min(asked, cap) if restricted else asked
-    docs = app.on_demand  # its own worker: indexing never waits for it (decision 0024)
-    return await asyncio.to_thread(convert_file, docs.store, params["file_path"],
-                                   max_bytes=docs.settings.max_file_bytes, reach=reach,
-                                   keep_outside=settings.keep_outside,
-                                   offset=params.get("offset") or 0, max_chars=max_chars)
+    docs = d.on_demand  # its own worker: indexing never waits for it (decision 0024)
+    # Not d._ready(): a conversion needs no model and is answered while it loads (0032).
+    starting = not d.ready.is_set()
+    reach = await asyncio.to_thread(convert_reach, d, None if starting else d.app, restricted)
+
+    def run(reach: Reach) -> Any:
+        return convert_file(docs.store, params["file_path"],
+                            max_bytes=docs.settings.max_file_bytes, reach=reach,
+                            keep_outside=settings.keep_outside,
+                            offset=params.get("offset") or 0, max_chars=max_chars)
+
+    try:
+        return await asyncio.to_thread(run, reach)
+    except PathRefused as exc:
+        if not refused_for_now(exc.code, restricted=restricted, starting=starting):
+            raise
+    app = await d._ready()  # the collections registered at start-up may hold the path
+    return await asyncio.to_thread(run, await asyncio.to_thread(convert_reach, d, app,
+                                                                restricted))
 
 
 def convert_reach(d: Daemon, app: Any, restricted: bool) -> Reach:
     """Where a conversion may read for this caller: the collections' folders (mail's hold
-    no documents) and, for a restricted caller, ``[convert] allow``."""
-    roots = [c.root for c in app.catalog.collections()  # not one a link turned elsewhere
-             if c.kind != "mail" and app.root_problem(c) is None]  # (decision 0024)
+    no documents) and, for a restricted caller, ``[convert] allow``. Before the app is open
+    (``app`` None) the collections are those the catalog holds already (decision 0032)."""
+    if app is None:
+        from daemon.runtime.convert_early import catalog_roots
+
+        roots = catalog_roots(d.paths.catalog_path)
+    else:
+        roots = [c.root for c in app.catalog.collections()  # not one a link turned
+                 if c.kind != "mail" and app.root_problem(c) is None]  # elsewhere (0024)
     allow = allow_folders(d.config.convert.allow) if restricted else []
     return Reach.build(roots, allow, guarded(d), restricted=restricted)
 
@@ -226,3 +246,7 @@ HANDLERS.update(NOTE_HANDLERS)
 from daemon.runtime.code_handlers import CODE_HANDLERS  # noqa: E402  (decision 0030)
 
 HANDLERS.update(CODE_HANDLERS)
+
+from daemon.runtime.concept_handlers import CONCEPT_HANDLERS  # noqa: E402  (decision 0033)
+
+HANDLERS.update(CONCEPT_HANDLERS)

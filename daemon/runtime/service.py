@@ -102,7 +102,9 @@ class Daemon:
         self._watcher: Watcher | None = None
         self._code_watcher: Watcher | None = None
         self._embedding: EmbeddingThread | None = None
+        self.concepts: Any = None  # the concept thread (decision 0033)
         self._last_event = 0.0
+        self.on_demand: Any = None  # a client's conversions: open before the model (0032)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def run(self) -> int:
@@ -122,6 +124,12 @@ class Daemon:
             # Windows has no loop signal handlers; nor does a loop off the main thread.
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 self._loop.add_signal_handler(sig, self.request_stop)
+        from daemon.convert.documents import DocumentSettings
+        from daemon.runtime.app import on_demand_documents
+
+        self.paths.ensure()
+        self.on_demand = on_demand_documents(self.paths.docstore_dir,
+                                             DocumentSettings.from_config(self.config))
         self._server = IpcServer(self._dispatch, version=__version__,
                                  max_frame_bytes=int(self.config.daemon.max_frame_mb * 2**20))
         address = self.address = await self._server.start(self.paths)
@@ -155,6 +163,8 @@ class Daemon:
         await asyncio.to_thread(self._writer.join, GRACE_S)
         if self._server is not None:
             await self._server.close()
+        if self.on_demand is not None:
+            await asyncio.to_thread(self.on_demand.close)
         discovery.remove_status(self.paths, pid=os.getpid())
         log.info("stopped")
 
@@ -211,7 +221,7 @@ class Daemon:
             self._set_phase(OPENING_INDEX)
             self.app = App(self.paths, self.config, embedder=embedder,
                            on_progress=self._on_progress, indexing=self.indexing,
-                           should_stop=self._should_stop)
+                           should_stop=self._should_stop, on_demand=self.on_demand)
             self.app.indexer.give_way = self.queue.small_queued  # decision 0025
         except Exception as exc:
             log.exception("could not start (%s)", self.phase)
@@ -229,6 +239,9 @@ class Daemon:
             self._embedding = EmbeddingThread(self.app.indexer, hold=self._hold_embedding,
                                               on_slice=self._on_embedded)
             self._embedding.start()
+            from daemon.runtime.concept_thread import start_concepts  # decision 0033
+
+            self.concepts = start_concepts(self)
             # Catch up with what changed while the daemon was off.
             self._catch_up = self.enqueue_all(SWEEP)
         except Exception as exc:

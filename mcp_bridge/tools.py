@@ -514,9 +514,10 @@ def registered_tools() -> tuple[ToolSpec, ...]:
     """Every tool of every toolset: the rag_* tools above, then those of other modules."""
     from mcp_bridge.tools_code import CODE_TOOLS
     from mcp_bridge.tools_compat import COMPAT_TOOLS
+    from mcp_bridge.tools_concepts import CONCEPT_TOOLS  # decision 0033
     from mcp_bridge.tools_notes import NOTES_TOOLS
 
-    return TOOLS + NOTES_TOOLS + COMPAT_TOOLS + CODE_TOOLS
+    return TOOLS + NOTES_TOOLS + COMPAT_TOOLS + CODE_TOOLS + CONCEPT_TOOLS
 
 
 def select_tools(toolsets: list[str] | tuple[str, ...], *, writes: bool = False,

@@ -43,6 +43,10 @@ from daemon.ipc.notes_params import NOTE_METHODS  # noqa: E402  (decision 0028)
 METHODS += NOTE_METHODS
 METHODS += ("code_search", "code_context", "code_explain", "code_status", "code_docs",
             "code_backlog")  # reference 002's tools (decision 0030)
+METHODS += tuple("concepts_" + m for m in (
+    "catalog_search", "broad_chunks_search", "chunks_search", "concept_search",
+    "extract_concepts", "source_concepts", "concept_sources", "category_search",
+    "list_categories", "list_concepts_in_category", "status"))  # reference 003 (decision 0033)
 
 RESTART_HINT = "restart the daemon: `ragd stop && ragd start`"
 

@@ -28,6 +28,7 @@ from pydantic.fields import FieldInfo
 
 from daemon.errors import ConfigError
 from daemon.settings.codegroups import CodeConfig
+from daemon.settings.concepts import ConceptsConfig
 from daemon.settings.feedreaders import RssConfig, offered_stores
 from daemon.settings.paths import Paths
 
@@ -264,6 +265,8 @@ class Config(BaseModel):
     calibre: CalibreConfig = Field(default_factory=CalibreConfig, description="Calibre libraries")
     rss: RssConfig = Field(default_factory=RssConfig, description="Feeds, OPML lists, readers")
     code: CodeConfig = Field(default_factory=CodeConfig, description="Code groups (git repositories)")
+    concepts: ConceptsConfig = Field(
+        default_factory=ConceptsConfig, description="Concepts and categories of long documents")
     index: IndexConfig = Field(default_factory=IndexConfig, description="What gets indexed")
     embedding: EmbeddingConfig = Field(
         default_factory=EmbeddingConfig, description="The embedding model"

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from daemon.errors import ConfigError
 from daemon.settings.codegroups import CodeConfig
+from daemon.settings.concepts import ConceptsConfig
 from daemon.settings.config import (
     Config,
     config_keys,
@@ -267,7 +268,8 @@ def test_reference_markdown_lists_every_key() -> None:
     rows = [line for line in markdown.splitlines() if line.startswith("| `")]
 
     keys = config_keys()
-    assert len(rows) == len(keys) == 46 + len(CodeConfig.model_fields)
+    assert len(rows) == len(keys) == 46 + len(CodeConfig.model_fields) + len(
+        ConceptsConfig.model_fields)
     for key, row in zip(keys, rows, strict=True):
         assert row.startswith(f"| `{key.dotted}` |")
         assert f"`{key.env_var}`" in row

@@ -20,7 +20,10 @@ def test_methods_and_version() -> None:
     known = ("hello", "status", "search", "list_collections", "collection_info", "index",
              "pause", "resume", "shutdown", "subscribe", "skipped", "convert", "doc_store_info",
              *NOTE_METHODS, "code_search", "code_context", "code_explain", "code_status",
-             "code_docs", "code_backlog")
+             "code_docs", "code_backlog", *(f"concepts_{m}" for m in (
+                 "catalog_search", "broad_chunks_search", "chunks_search", "concept_search",
+                 "extract_concepts", "source_concepts", "concept_sources", "category_search",
+                 "list_categories", "list_concepts_in_category", "status")))
     assert known == p.METHODS
 
 

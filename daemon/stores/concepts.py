@@ -1,0 +1,251 @@
+"""The concept store: per-document summaries and concepts, one concept table, categories.
+
+A projection of the catalog, in a file of its own (``concepts.sqlite`` beside the catalog), so
+that the background analysis never takes the catalog's lock or its write transaction: the
+writer commits a saved note without waiting for it. Everything here is rebuilt from the
+catalog (its chunks and cached vectors) if the file is deleted (decision 0033).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from daemon.concepts.categories import Category
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS docs (
+    source_id INTEGER PRIMARY KEY,
+    sha256 TEXT NOT NULL,
+    collection TEXT NOT NULL,
+    source TEXT NOT NULL,          -- the document's full path (or its Calibre file)
+    title TEXT NOT NULL,
+    source_type TEXT NOT NULL,
+    metadata TEXT NOT NULL,        -- authors, tags, ... as the catalog has them
+    summary TEXT NOT NULL,
+    vector BLOB NOT NULL,          -- mean of its chunk vectors, normalised
+    analysed_at REAL NOT NULL,
+    seconds REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS concepts (
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,      -- normalised phrase
+    name TEXT NOT NULL,            -- as written most often
+    vector BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS doc_concepts (
+    source_id INTEGER NOT NULL REFERENCES docs(source_id) ON DELETE CASCADE,
+    concept_id INTEGER NOT NULL REFERENCES concepts(id),
+    rank INTEGER NOT NULL,
+    score REAL NOT NULL,
+    similarity REAL NOT NULL,
+    tfidf REAL NOT NULL,
+    count INTEGER NOT NULL,
+    chunk_ids TEXT NOT NULL,       -- JSON list: the chunks that mention it
+    PRIMARY KEY (source_id, concept_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS doc_concepts_concept ON doc_concepts (concept_id);
+-- The document's most frequent candidate phrases: the document frequencies of TF-IDF.
+CREATE TABLE IF NOT EXISTS doc_terms (
+    source_id INTEGER NOT NULL REFERENCES docs(source_id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    PRIMARY KEY (key, source_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS doc_terms_source ON doc_terms (source_id);
+CREATE TABLE IF NOT EXISTS categories (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    aliases TEXT NOT NULL,         -- JSON list
+    concepts TEXT NOT NULL,        -- JSON list of concept keys, most distinctive first
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS category_docs (
+    category_id TEXT NOT NULL REFERENCES categories(id) ON DELETE CASCADE,
+    source_id INTEGER NOT NULL REFERENCES docs(source_id) ON DELETE CASCADE,
+    PRIMARY KEY (category_id, source_id)
+) WITHOUT ROWID;
+"""
+
+
+def blob(v: np.ndarray) -> bytes:
+    return np.ascontiguousarray(v, dtype=np.float32).tobytes()
+
+
+def unblob(b: bytes) -> np.ndarray:
+    return np.frombuffer(b, dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class DocRecord:
+    """What the analysis stores for one document."""
+
+    source_id: int
+    sha256: str
+    collection: str
+    source: str
+    title: str
+    source_type: str
+    metadata: dict[str, Any]
+    summary: str
+    vector: np.ndarray
+    seconds: float
+
+
+class ConceptStore:
+    """SQLite file of the concept tables; one connection, used under a lock."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), timeout=30, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._lock = threading.RLock()
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.rollback()
+                raise
+            self._db.commit()
+
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            yield self._db
+
+    # -- documents ----------------------------------------------------------------------------
+    def analysed(self) -> dict[int, str]:
+        """source id -> the sha256 it was analysed at."""
+        with self.reading() as db:
+            return {r[0]: r[1] for r in db.execute("SELECT source_id, sha256 FROM docs")}
+
+    def remove(self, source_ids: Iterable[int]) -> int:
+        """Forget documents; concepts no document holds any more go with them."""
+        ids = list(source_ids)
+        if not ids:
+            return 0
+        with self.transaction() as db:
+            db.executemany("DELETE FROM docs WHERE source_id=?", ((i,) for i in ids))
+            db.execute("DELETE FROM concepts WHERE id NOT IN"
+                       " (SELECT DISTINCT concept_id FROM doc_concepts)")
+            db.execute("DELETE FROM categories WHERE id NOT IN"
+                       " (SELECT DISTINCT category_id FROM category_docs)")
+        return len(ids)
+
+    def document_frequency(self, keys: Sequence[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        with self.reading() as db:
+            for start in range(0, len(keys), 500):
+                part = list(keys[start:start + 500])
+                marks = ",".join("?" * len(part))
+                for k, n in db.execute(f"SELECT key, COUNT(*) FROM doc_terms WHERE key IN"
+                                       f" ({marks}) GROUP BY key", part):
+                    out[k] = n
+        return out
+
+    def doc_count(self) -> int:
+        with self.reading() as db:
+            return int(db.execute("SELECT COUNT(*) FROM docs").fetchone()[0])
+
+    def concept_vectors(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        with self.reading() as db:
+            for start in range(0, len(keys), 500):
+                part = list(keys[start:start + 500])
+                marks = ",".join("?" * len(part))
+                for k, v in db.execute(f"SELECT key, vector FROM concepts WHERE key IN"
+                                       f" ({marks})", part):
+                    out[k] = unblob(v)
+        return out
+
+    def put(self, doc: DocRecord, concepts: Sequence[tuple[Any, np.ndarray, list[int]]],
+            terms: Sequence[str]) -> None:
+        """Replace one document's record, concepts (concept, vector, chunk ids) and terms."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM doc_concepts WHERE source_id=?", (doc.source_id,))
+            db.execute("DELETE FROM doc_terms WHERE source_id=?", (doc.source_id,))
+            db.execute(
+                "INSERT OR REPLACE INTO docs (source_id, sha256, collection, source, title,"
+                " source_type, metadata, summary, vector, analysed_at, seconds)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (doc.source_id, doc.sha256, doc.collection, doc.source, doc.title,
+                 doc.source_type, json.dumps(doc.metadata, ensure_ascii=False, default=str),
+                 doc.summary, blob(doc.vector), time.time(), doc.seconds))
+            for rank, (c, vec, chunk_ids) in enumerate(concepts):
+                db.execute("INSERT INTO concepts (key, name, vector) VALUES (?,?,?)"
+                           " ON CONFLICT(key) DO NOTHING", (c.key, c.name, blob(vec)))
+                cid = db.execute("SELECT id FROM concepts WHERE key=?", (c.key,)).fetchone()[0]
+                db.execute("INSERT OR REPLACE INTO doc_concepts (source_id, concept_id, rank,"
+                           " score, similarity, tfidf, count, chunk_ids)"
+                           " VALUES (?,?,?,?,?,?,?,?)",
+                           (doc.source_id, cid, rank, c.score, c.similarity, c.tfidf, c.count,
+                            json.dumps(chunk_ids)))
+            db.executemany("INSERT OR IGNORE INTO doc_terms (source_id, key) VALUES (?, ?)",
+                           ((doc.source_id, k) for k in terms))
+            db.execute("DELETE FROM concepts WHERE id NOT IN"
+                       " (SELECT DISTINCT concept_id FROM doc_concepts)")
+
+    # -- categories ---------------------------------------------------------------------------
+    def categories(self) -> list[Category]:
+        with self.reading() as db:
+            rows = db.execute("SELECT id, name, aliases, concepts FROM categories").fetchall()
+            members: dict[str, list[str]] = {}
+            for cid, sid in db.execute("SELECT category_id, source_id FROM category_docs"):
+                members.setdefault(cid, []).append(str(sid))
+        return [Category(r[0], r[1], json.loads(r[2]), sorted(members.get(r[0], [])),
+                         json.loads(r[3])) for r in rows]
+
+    def put_categories(self, cats: Sequence[Category]) -> None:
+        with self.transaction() as db:
+            created = {r[0]: r[1] for r in db.execute("SELECT id, created_at FROM categories")}
+            db.execute("DELETE FROM category_docs")
+            db.execute("DELETE FROM categories")
+            for c in cats:
+                db.execute("INSERT INTO categories (id, name, aliases, concepts, created_at)"
+                           " VALUES (?,?,?,?,?)",
+                           (c.id, c.name, json.dumps(c.aliases, ensure_ascii=False),
+                            json.dumps(c.concepts, ensure_ascii=False),
+                            created.get(c.id, time.time())))
+                db.executemany("INSERT INTO category_docs (category_id, source_id) VALUES"
+                               " (?, ?)", ((c.id, int(m)) for m in c.members))
+
+    def doc_vectors(self) -> tuple[list[int], np.ndarray]:
+        with self.reading() as db:
+            rows = db.execute("SELECT source_id, vector FROM docs ORDER BY source_id").fetchall()
+        if not rows:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        return [r[0] for r in rows], np.vstack([unblob(r[1]) for r in rows])
+
+    def doc_concept_keys(self, limit: int = 40) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        with self.reading() as db:
+            for sid, key in db.execute(
+                    "SELECT dc.source_id, c.key FROM doc_concepts dc JOIN concepts c"
+                    " ON c.id=dc.concept_id WHERE dc.rank < ? ORDER BY dc.source_id, dc.rank",
+                    (limit,)):
+                out.setdefault(str(sid), []).append(key)
+        return out
+
+    def display_names(self) -> dict[str, str]:
+        with self.reading() as db:
+            return {r[0]: r[1] for r in db.execute("SELECT key, name FROM concepts")}

@@ -37,7 +37,7 @@ MENUS_IF_POSSIBLE := if pkg-config --exists $(MENU_LIBS) 2>/dev/null; then \
 tray-menus: setup  ## the tray's menu on Linux, once the system packages ragd doctor names are in
 	$(PIP) -e ".[tray-menus]" --config-settings editable_mode=compat
 
-run: setup  ## index your vault (found from Obsidian, or VAULT=path) and serve searches
+run: setup  ## index your vault (found from Obsidian, or VAULT=path; else a sample vault) and serve searches
 	$(VENV)/bin/ragd index $(VAULT)
 	$(VENV)/bin/ragd daemon $(if $(VAULT),--vault "$(VAULT)")
 

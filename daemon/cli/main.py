@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # -- in-process commands ------------------------------------------------------------------------
 def _open_app(args: argparse.Namespace, overrides: dict[str, Any] | None = None,
-              on_progress: Any = None) -> Any:
+              on_progress: Any = None, sample: bool = False) -> Any:
     from daemon.ipc.discovery import acquire_instance_lock
     from daemon.runtime.app import App
     from daemon.settings.config import load_config
@@ -131,7 +131,7 @@ def _open_app(args: argparse.Namespace, overrides: dict[str, Any] | None = None,
     # Holding the daemon's lock keeps a daemon from opening the same index meanwhile.
     lock = acquire_instance_lock(paths)
     try:
-        app = App(paths, config, on_progress=on_progress)
+        app = App(paths, config, on_progress=on_progress, sample=sample)
     except BaseException:
         lock.release()
         raise
@@ -167,7 +167,11 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     bar = IndexBar(enabled=not args.json and sys.stderr.isatty()
                    or os.environ.get("RAGD_PROGRESS") == "1")
-    with _open_app(args, overrides, on_progress=bar) as app:
+    # With nothing to index, the sample vault rather than an error (decision 0032).
+    sample = not (args.path or args.collection or args.rebuild)
+    with _open_app(args, overrides, on_progress=bar, sample=sample) as app:
+        if app.sample_vault is not None and not args.json:
+            print(sample_notice(app.sample_vault), file=sys.stderr, flush=True)
         if args.rebuild:
             from daemon.stores import index_names
 
@@ -205,6 +209,13 @@ def cmd_index(args: argparse.Namespace) -> int:
         for r in reports:
             print(format_report(r))
     return 0
+
+
+def sample_notice(folder: Any) -> str:
+    """What `ragd index` says when it indexes the sample vault."""
+    return (f"ragd: no vault found, so this indexes ragd's sample vault, a getting-started "
+            f"guide copied to {folder}. Search it, edit it, or index your own: "
+            "`make run VAULT=~/path/to/vault`, or [obsidian] vaults in config.toml.")
 
 
 def format_report(r: Any) -> str:

@@ -41,8 +41,13 @@ def ready_line(info: dict[str, Any]) -> str:
         return (f"ragd {info.get('version')} could not start ({info.get('phase')}): "
                 f"{info['fatal']}; it answers `ragd status` until stopped ({stop}); "
                 f"log: {info.get('log')}")
-    return (f"ragd {info.get('version')} ready in {info.get('seconds') or 0:.1f} s "
+    line = (f"ragd {info.get('version')} ready in {info.get('seconds') or 0:.1f} s "
             f"(pid {info.get('pid')}), answering on {info.get('socket')}; {stop}")
+    if info.get("sample_vault"):  # decision 0032
+        line += (f"\nragd: serving the sample vault at {info['sample_vault']} (no vault found); "
+                 "`make run VAULT=~/path/to/vault` or [obsidian] vaults in config.toml "
+                 "indexes yours instead")
+    return line
 
 
 def starting_notice(status: dict[str, Any]) -> str | None:

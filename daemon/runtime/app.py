@@ -74,10 +74,13 @@ class App:
                  on_progress: Callable[[Progress], None] | None = None,
                  indexing: Callable[[], dict[str, Any] | None] = lambda: None,
                  should_stop: Callable[[], bool] | None = None,
-                 on_demand: Documents | None = None) -> None:
+                 on_demand: Documents | None = None, sample: bool = False) -> None:
         """``on_demand``: the doc store a client's conversions use, when the caller opened it
-        before (the daemon does, to convert while the model loads) and closes it itself."""
+        before (the daemon does, to convert while the model loads) and closes it itself.
+        ``sample``: with nothing to index, index the sample vault (`ragd index`, 0032)."""
         self.paths = paths
+        self._sample_wanted = sample
+        self.sample_vault: Path | None = None  # the `obsidian` collection is the sample
         self.config = config
         self.on_close: list[Callable[[], None]] = []
         paths.ensure()
@@ -162,11 +165,18 @@ class App:
     def register_system_collections(self) -> list[Collection]:
         """Register the configured (or discovered) vaults, the first as `obsidian`, and the
         configured mail paths, the first as `email`."""
+        from daemon.runtime import sample
         from daemon.runtime.codegroups import register_code_groups
         from daemon.runtime.feeds import register_rss
 
-        return (self._register_vaults() + self._register_mail() + self._register_calibre()
-                + register_rss(self) + register_code_groups(self))
+        out = (self._register_vaults() + self._register_mail() + self._register_calibre()
+               + register_rss(self) + register_code_groups(self))
+        if self._sample_wanted and self.config.obsidian.enabled \
+                and not self.catalog.collections():
+            out.append(sample.register(self))
+        known = self.catalog.collection("obsidian")
+        self.sample_vault = Path(known.root) if known and sample.is_sample(self, known) else None
+        return out
 
     def _register_calibre(self) -> list[Collection]:
         """Each library of ``[calibre] libraries`` (else the one Calibre's own settings name)
@@ -214,13 +224,17 @@ class App:
         return out
 
     def _register_vaults(self) -> list[Collection]:
+        from daemon.runtime import sample
+
         out: list[Collection] = []
         if not self.config.obsidian.enabled:
             return out
         roots = [Path(v).expanduser() for v in self.config.obsidian.vaults]
-        if not roots and self.catalog.collection("obsidian") is not None:
+        known = self.catalog.collection("obsidian")
+        if not roots and known is not None and not sample.is_sample(self, known):
             # The vault indexed before stays the vault until the user configures another:
-            # Obsidian opening a different vault must not silently swap the index.
+            # Obsidian opening a different vault must not silently swap the index (the
+            # sample vault is no one's: a vault found replaces it, decision 0032).
             return out
         for n, root in enumerate(roots or discover_vaults()):
             name = "obsidian" if n == 0 else f"obsidian-{_slug(root.name)}"

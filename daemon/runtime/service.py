@@ -259,7 +259,8 @@ class Daemon:
         """What the "ready" line says: where to connect, and how start-up ended."""
         return {"version": __version__, "pid": os.getpid(), "socket": self.address,
                 "seconds": self.ready_s, "fatal": self.fatal,
-                "phase": self.phase if self.fatal else None, "log": str(self.paths.log_file)}
+                "phase": self.phase if self.fatal else None, "log": str(self.paths.log_file),
+                "sample_vault": str(getattr(self.app, "sample_vault", None) or "") or None}
 
     def _announce(self) -> None:
         if self.fatal is None:

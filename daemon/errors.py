@@ -76,6 +76,12 @@ class ProtocolMismatch(RagdError):
     code = "protocol_mismatch"
 
 
+class AccessDenied(RagdError):
+    """A connection that did not show the daemon's token (the Windows pipe, decision 0032)."""
+
+    code = "access_denied"
+
+
 class AlreadyRunning(RagdError):
     code = "already_running"
 

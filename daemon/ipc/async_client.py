@@ -26,6 +26,7 @@ from daemon.ipc.client import (
     _frame,
     _hello_params,
     _outcome,
+    _token_param,
     _unavailable,
 )
 
@@ -72,7 +73,8 @@ class AsyncClient:
         client = cls(reader, writer, address=address, timeout=timeout)
         try:
             client.server_info = _check_hello(
-                await client.call("hello", _hello_params(client_name)))
+                await client.call("hello", {**_hello_params(client_name),
+                                           **_token_param(address)}))
         except BaseException:
             await client.close()
             raise

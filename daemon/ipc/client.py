@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from daemon.errors import DaemonUnavailable, InvalidArgument, ProtocolMismatch, RagdError
 from daemon.ipc import protocol as p
 from daemon.ipc.address import is_pipe_address
+from daemon.ipc.pipes import token_for
 
 if TYPE_CHECKING:
     pass
@@ -55,6 +56,13 @@ def _unavailable(address: str, exc: BaseException) -> DaemonUnavailable:
 
 def _hello_params(client_name: str) -> dict[str, Any]:
     return {"client": client_name, "protocol": p.PROTOCOL_VERSION}
+
+
+def _token_param(address: str) -> dict[str, Any]:
+    """The hello's token for ``address``, as the status file gave it (the Windows pipe's,
+    decision 0032); nothing when it gave none."""
+    token = token_for(address)
+    return {"token": token} if token else {}
 
 
 def _check_hello(info: Any) -> dict[str, Any]:
@@ -161,7 +169,8 @@ class Client:
         except OSError as exc:
             raise _unavailable(address, exc) from exc
         try:
-            self.server_info = _check_hello(self.call("hello", _hello_params(client_name)))
+            self.server_info = _check_hello(self.call("hello", {**_hello_params(client_name),
+                                                         **_token_param(address)}))
         except BaseException:
             self.close()
             raise

@@ -19,6 +19,7 @@ from typing import Any
 
 from daemon.errors import AlreadyRunning
 from daemon.ipc.address import socket_answers
+from daemon.ipc.pipes import remember_token
 from daemon.settings.paths import Paths
 
 log = logging.getLogger(__name__)
@@ -29,12 +30,14 @@ _PID_OFFSET = 16  # the pid is written past the locked byte (Windows locks are m
 
 
 def write_status(paths: Paths, *, pid: int, socket: str, version: str, protocol: int,
-                 started_at: float | str) -> Path:
-    """Atomically replace the status file (mode 0600) and return its path."""
+                 started_at: float | str, token: str | None = None) -> Path:
+    """Atomically replace the status file (mode 0600) and return its path. ``token``: what
+    a hello must carry (the Windows pipe, decision 0032)."""
     paths.ensure()
     target = paths.status_file
     body = json.dumps({"pid": pid, "socket": socket, "version": version,
-                       "protocol": protocol, "started_at": started_at}, indent=2)
+                       "protocol": protocol, "started_at": started_at,
+                       **({"token": token} if token else {})}, indent=2)
     fd, tmp = tempfile.mkstemp(prefix=".daemon-", suffix=".json", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:  # mkstemp made it 0600
@@ -152,6 +155,8 @@ def find_daemon(paths: Paths) -> str | None:
     if status is not None:
         address = status.get("socket")
         if daemon_alive(status) and isinstance(address, str) and address:
+            token = status.get("token")
+            remember_token(address, token if isinstance(token, str) else None)
             return address
         log.debug("stale status file %s (pid %s)", paths.status_file, status.get("pid"))
         return None

@@ -20,9 +20,16 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from daemon.errors import AlreadyRunning, ConfigError, ProtocolMismatch, RagdError
+from daemon.errors import (
+    AccessDenied,
+    AlreadyRunning,
+    ConfigError,
+    ProtocolMismatch,
+    RagdError,
+)
 from daemon.ipc import protocol as p
 from daemon.ipc.address import clear_stale_socket, validate_pipe_name
+from daemon.ipc.pipes import pipe_name, serve_pipe, token_accepted
 
 if TYPE_CHECKING:
     from daemon.settings.paths import Paths
@@ -196,6 +203,11 @@ class Connection:
             hello = p.parse_params("hello", req.params)
         except RagdError as exc:
             return p.error_from_exception(req.id, exc)
+        if not token_accepted(self._server.token, req.params.get("token")):
+            log.warning("connection %d: hello without the daemon's token refused", self.id)
+            return p.error_from_exception(req.id, AccessDenied(
+                "this connection did not give the daemon's token",
+                "connect as the user who runs the daemon; its status file holds the token"))
         self.client = _clip(hello.client, 100)
         log.debug("connection %d is %s", self.id, self.client)
         return p.result_response(req.id, {
@@ -294,13 +306,16 @@ class IpcServer:
     def __init__(self, dispatch: Dispatch, *, max_frame_bytes: int, version: str,
                  max_inflight: int = DEFAULT_MAX_INFLIGHT,
                  notify_buffer_bytes: int = DEFAULT_NOTIFY_BUFFER_BYTES,
-                 max_reply_bytes: int = p.MAX_REPLY_BYTES) -> None:
+                 max_reply_bytes: int = p.MAX_REPLY_BYTES, token: str | None = None) -> None:
+        """``token``: what a hello must carry (the Windows pipe, decision 0032); None on a
+        Unix socket, whose file mode keeps other users out."""
         if max_frame_bytes < 1024:
             raise ValueError("max_frame_bytes must be at least 1024")
         self.dispatch = dispatch
         self.max_frame_bytes = max_frame_bytes
         self.max_reply_bytes = max_reply_bytes  # the largest frame we send (clients' limit)
         self.version = version
+        self.token = token
         self.max_inflight = max_inflight
         self.notify_buffer_bytes = notify_buffer_bytes
         self.address: str | None = None
@@ -319,6 +334,7 @@ class IpcServer:
         paths.ensure()
         address = paths.socket_path
         if paths.is_windows:
+            address = pipe_name(address)  # a random part, published in the status file
             await self.start_pipe(address)
         else:
             await self.start_unix(address)
@@ -364,7 +380,7 @@ class IpcServer:
         try:
             # asyncio creates the first instance with FILE_FLAG_FIRST_PIPE_INSTANCE, so a name
             # already held by another process fails here instead of being shared.
-            self._servers.extend(await start_serving_pipe(factory, name))
+            self._servers.extend(await serve_pipe(loop, factory, name))
         except PermissionError as exc:
             raise AlreadyRunning(f"another process already serves {name}",
                                  "use `ragd status`, or `ragd stop` first") from exc

@@ -130,12 +130,16 @@ class Daemon:
         self.paths.ensure()
         self.on_demand = on_demand_documents(self.paths.docstore_dir,
                                              DocumentSettings.from_config(self.config))
+        from daemon.ipc.pipes import new_token
+
+        token = new_token() if self.paths.is_windows else None  # decision 0032
         self._server = IpcServer(self._dispatch, version=__version__,
-                                 max_frame_bytes=int(self.config.daemon.max_frame_mb * 2**20))
+                                 max_frame_bytes=int(self.config.daemon.max_frame_mb * 2**20),
+                                 token=token)
         address = self.address = await self._server.start(self.paths)
         discovery.write_status(self.paths, pid=os.getpid(), socket=address,
                                version=__version__, protocol=PROTOCOL_VERSION,
-                               started_at=self.started_at)
+                               started_at=self.started_at, token=token)
         log.info("ragd %s listening on %s (pid %d)", __version__, address, os.getpid())
         self._writer.start()
         sweeper = asyncio.create_task(self._sweeper())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -83,8 +84,8 @@ def main(argv: list[str]) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="ragd-concepts-"))
     folder = tmp / "books"
     folder.mkdir()
-    for f in files:
-        (folder / f.name).symlink_to(f)
+    for f in files:  # copies in a temporary folder: links are not followed (decision 0012)
+        shutil.copyfile(f, folder / f.name)
     home, vault = tmp / "home", tmp / "vault"
     vault.mkdir()
     env = {"RAGD_HOME": str(home), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}

@@ -50,12 +50,12 @@ from bench.quality import (  # noqa: E402
 )
 from bench.tune_fusion import CHECK_KNOWN, TUNE_KNOWN  # noqa: E402
 from daemon.search import fusion as F  # noqa: E402
+from daemon.search.boilerplate import without_boilerplate  # noqa: E402
 
 DEPTH = 50  # what the engine fetches per leg for top_k=10
 DEEP = 100  # what is kept per leg, for the variants that read deeper
 WEIGHTS = (0.25, 0.4, 0.35)  # the defaults (semantic, note, keyword): decision 0010
 TUNE = ("SciFact train", "obsidian-help-en")
-CHECK = ("SciFact test", "kepano-obsidian")
 
 
 @dataclass
@@ -88,6 +88,7 @@ class Set:
     postings: Any  # daemon.stores.whoosh_postings.Postings (for terms a variant adds)
     note_titles: list[str] = field(default_factory=list)
     title_vectors: np.ndarray | None = None
+    boilerplate: set[int] = field(default_factory=set)  # decision 0026: dropped from legs
     cache: dict[Any, Any] = field(default_factory=dict)
 
     def docs(self, term: str) -> tuple[np.ndarray, np.ndarray]:
@@ -153,6 +154,7 @@ def collect(app: Any, name: str, texts: Sequence[str], judge: Callable[[int, lis
             {i: r.title for i, r in rows.items()}, ids,
             np.stack([vectors[int(i)] for i in ids]).astype(np.float32), docnum_chunk,
             lengths, float(searcher.avg_field_length("text") or 1), postings)
+    s.boilerplate = cat.boilerplate(all_ids)
     titles: dict[str, str] = {}
     for i, r in rows.items():
         titles.setdefault(s.note[i], r.title or Path(r.path).stem)
@@ -247,13 +249,17 @@ def legs(s: Set, q: Query, keyword: Sequence[tuple[int, float]] | None = None,
          note_source: Sequence[tuple[int, float]] | None = None, depth: int = DEPTH,
          soft: float = 0.0) -> Legs:
     kw = list(keyword if keyword is not None else q.keyword)[:depth]
-    sem = list(semantic if semantic is not None else q.semantic)[:depth]
-    heads = [(c, x) for c, x in (note_source if note_source is not None else sem)[:depth]
+    exhausted = len(kw) < depth
+    kw, sem, phrase, feedback = without_boilerplate(
+        s.boilerplate.intersection,
+        kw, list(semantic if semantic is not None else q.semantic)[:depth], q.phrase[:depth],
+        list(note_source)[:depth] if note_source is not None else [])
+    heads = [(c, x) for c, x in (feedback if note_source is not None else sem)
              if s.ordinal[c] <= 0]
     return Legs({"semantic": per_note(s, sem, soft), "note": per_note(s, heads, soft),
                  "keyword": per_note(s, kw, soft),
-                 "phrase": F.best_per_note(q.phrase[:depth], s.note.__getitem__)},
-                [s.note[c] for c in q.titles if c in s.note], len(kw) < depth)
+                 "phrase": F.best_per_note(phrase, s.note.__getitem__)},
+                [s.note[c] for c in q.titles if c in s.note], exhausted)
 
 
 def fuse(lg: Legs, weights: tuple[float, float, float] = WEIGHTS,
@@ -274,7 +280,9 @@ def fuse(lg: Legs, weights: tuple[float, float, float] = WEIGHTS,
 
 
 def notes_of(s: Set, hits: Sequence[tuple[int, float]]) -> list[str]:
-    return list(dict.fromkeys(s.note[c] for c, _ in hits))[:K]
+    """A leg alone, as its mode ranks notes (boilerplate dropped, decision 0026)."""
+    kept = without_boilerplate(s.boilerplate.intersection, list(hits)[:DEPTH])[0]
+    return list(dict.fromkeys(s.note[c] for c, _ in kept))[:K]
 
 
 # -- the ideas ----------------------------------------------------------------------------------
@@ -457,6 +465,14 @@ def variants() -> list[tuple[str, str, Variant]]:
                                 legs(s, q).exact, legs(s, q).keyword_exhausted))),
         ("semantic legs", "note leg from the top 100 chunks, not 50",
          fuse_note_deep),
+        ("semantic legs", "note leg: its own search of opening chunks, 50 deep",
+         own_note_leg(DEPTH)),
+        ("semantic legs", "note leg: its own search of opening chunks, 100 deep",
+         own_note_leg(DEEP)),
+        ("semantic legs", "note leg: own search (50) and today's, together",
+         own_note_leg(DEPTH, union=True)),
+        *[("semantic legs", f"note leg under {n} notes: {how}", starved_note_leg(n, how))
+          for n in (5, 10, 20) for how in ("scale", "blind")],
         ("semantic legs", "title-vector leg added, weight 0.1",
          lambda s, q: fuse(legs(s, q), extra={"title": (title_leg(s, q), 0.1)})),
         ("semantic legs", "title-vector leg added, weight 0.3",
@@ -481,6 +497,55 @@ def variants() -> list[tuple[str, str, Variant]]:
 def bm25_variant(k1: float, b: float) -> Variant:
     def run(s: Set, q: Query) -> list[str]:
         return fuse(legs(s, q, keyword=bm25(s, dict.fromkeys(q.terms, 1.0), k1, b)))
+    return run
+
+
+def head_search(s: Set, q: Query, k: int = DEPTH) -> list[tuple[int, float]]:
+    """The best ``k`` opening and properties chunks over the whole index (a search of its
+    own, where the engine reads them off the semantic leg's top 50 chunks)."""
+    if "heads" not in s.cache:
+        rows = np.array([j for j, c in enumerate(s.ids) if s.ordinal[int(c)] <= 0])
+        s.cache["heads"] = (rows, s.V[rows])
+    rows, vectors = s.cache["heads"]
+    scores = vectors @ q.vec
+    top = np.argpartition(-scores, k)[:k] if len(scores) > k else np.arange(len(scores))
+    top = top[np.argsort(-scores[top], kind="stable")]
+    return [(int(s.ids[rows[j]]), float(scores[j])) for j in top]
+
+
+def own_note_leg(k: int = DEPTH, union: bool = False) -> Variant:
+    def run(s: Set, q: Query) -> list[str]:
+        lg = legs(s, q)
+        hits = head_search(s, q, k)
+        if union:
+            hits = sorted({*hits, *((c, x) for c, x in q.semantic[:DEPTH] if s.ordinal[c] <= 0)},
+                          key=lambda h: -h[1])
+        kept = without_boilerplate(s.boilerplate.intersection, hits)[0]
+        lg.per_note["note"] = F.best_per_note(kept, s.note.__getitem__)
+        return fuse(lg)
+    return run
+
+
+def starved_note_leg(n: int, how: str) -> Variant:
+    """A note leg that found fewer than ``n`` notes (a big index: few opening chunks reach
+    the semantic top 50) weighs less ("scale": by found / n) or says nothing of the notes it
+    did not find ("blind")."""
+    def run(s: Set, q: Query) -> list[str]:
+        lg = legs(s, q)
+        found = len(lg.per_note["note"])
+        if found >= n:
+            return fuse(lg)
+        sem_w, note_w, kw_w = WEIGHTS
+        pn = lg.per_note
+        w = {"semantic": sem_w, "note": note_w * (found / n if how == "scale" else 1.0),
+             "keyword": kw_w, "phrase": kw_w}
+        seen = {m for m, _ in pn["note"]}
+        every = {m for hits in pn.values() for m, _ in hits} | set(lg.exact)
+        blind = {"note": every - seen} if how == "blind" else None
+        notes = F.zscore_fusion(pn, w, exact=lg.exact, blind=blind)
+        notes = F.keep_sure(notes, [*F.sure_hits(pn["keyword"], exhausted=lg.keyword_exhausted),
+                                    *F.sure_hits(pn["semantic"])])
+        return [str(m.note) for m in notes[:K]]
     return run
 
 
@@ -519,13 +584,18 @@ def main() -> None:
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--home", type=Path, required=True,
                     help="the --home of a full bench/quality.py run")
+    ap.add_argument("--check-known", type=Path, action="append", default=[],
+                    help="another known-item TSV, held out (its index: quality.py "
+                         "--known-items FILE --home DIR); repeatable")
     args = ap.parse_args()
     root = args.home.expanduser().resolve()
     home, _ = scifact_home(root, False)
     if not (home / "data" / "catalog.sqlite").is_file():
         sys.exit(f"error: no index at {home}: run `bench/quality.py --home {root}` first")
     train, test = scifact_sets(root)
-    sets = [train, known_set(root, TUNE_KNOWN), test, known_set(root, CHECK_KNOWN)]
+    sets = [train, known_set(root, TUNE_KNOWN), test, known_set(root, CHECK_KNOWN),
+            *[known_set(root, path) for path in args.check_known]]
+    check = [s.name for s in sets[2:]]
     names = [s.name for s in sets]
     results: list[dict[str, Any]] = []
     base: dict[str, float] = {}
@@ -535,7 +605,7 @@ def main() -> None:
         if label.startswith("engine"):
             base = scores
         lowers = [n for n in names if scores[n] < base[n] - 1e-9]
-        lifts = all(scores[n] > base[n] + 1e-9 for n in CHECK)
+        lifts = all(scores[n] > base[n] + 1e-9 for n in check)
         verdict = ("-" if label.startswith(("engine", "semantic leg", "keyword leg")) else
                    "lands" if not lowers and lifts else
                    f"lowers {', '.join(lowers)}" if lowers else "lifts no held-out set")
@@ -565,7 +635,7 @@ def main() -> None:
                                 "share_ge_keyword", "share_below_better_leg", "queries"),
                                r, strict=True))
                   for r in bound_rows],
-        "tuning": list(TUNE), "held_out": list(CHECK)})
+        "tuning": list(TUNE), "held_out": check})
     print(f"wrote {path}")
 
 

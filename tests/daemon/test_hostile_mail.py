@@ -222,7 +222,8 @@ def test_row21_maildir_file_swapped_for_a_link_out(hostile: Hostile, tmp_path: P
     path = deliver(mail, message("Wallaby notes", "The wallaby count is forty.",
                                  msgid="wallaby"))
     hostile.source("mid:wallaby@example.org")
-    assert hostile.keyword("wallaby")
+    # The catalog row commits a moment before the keyword index has it.
+    wait_for(lambda: hostile.keyword("wallaby"), 2, "the message to be searchable")
     outside = tmp_path / "elsewhere.eml"
     outside.write_bytes(message("Dingo notes", "The dingo secret stays outside.",
                                 msgid="dingo"))

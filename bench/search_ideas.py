@@ -287,6 +287,14 @@ def notes_of(s: Set, hits: Sequence[tuple[int, float]]) -> list[str]:
 
 # -- the ideas ----------------------------------------------------------------------------------
 def engine(s: Set, q: Query) -> list[str]:
+    """Today's hybrid: a note leg of fewer than NOTE_LEG_MIN notes read deeper."""
+    from daemon.search.engine import NOTE_LEG_GROWTH, NOTE_LEG_MIN
+
+    return deeper_note_leg(NOTE_LEG_MIN, DEPTH * NOTE_LEG_GROWTH)(s, q)
+
+
+def before_0031(s: Set, q: Query) -> list[str]:
+    """The hybrid of before decision 0031: the note leg only from the top 50 chunks."""
     return fuse(legs(s, q))
 
 
@@ -429,6 +437,7 @@ def variants() -> list[tuple[str, str, Variant]]:
     """(group, label, ranking function)."""
     out: list[tuple[str, str, Variant]] = [
         ("reference", "engine (today's hybrid)", engine),
+        ("reference", "before decision 0031 (note leg never read deeper)", before_0031),
         ("reference", "semantic leg alone", lambda s, q: notes_of(s, q.semantic)),
         ("reference", "keyword leg alone", lambda s, q: notes_of(s, q.keyword)),
     ]
@@ -471,6 +480,10 @@ def variants() -> list[tuple[str, str, Variant]]:
          own_note_leg(DEEP)),
         ("semantic legs", "note leg: own search (50) and today's, together",
          own_note_leg(DEPTH, union=True)),
+        *[("semantic legs", f"note leg under {n} notes: its own search instead",
+           own_note_leg(DEPTH, below=n)) for n in (3, 5, 10)],
+        *[("semantic legs", f"note leg under {n} notes: from the top {d} chunks",
+           deeper_note_leg(n, d)) for n in (3, 5, 10) for d in (200, 400)],
         *[("semantic legs", f"note leg under {n} notes: {how}", starved_note_leg(n, how))
           for n in (5, 10, 20) for how in ("scale", "blind")],
         ("semantic legs", "title-vector leg added, weight 0.1",
@@ -513,9 +526,13 @@ def head_search(s: Set, q: Query, k: int = DEPTH) -> list[tuple[int, float]]:
     return [(int(s.ids[rows[j]]), float(scores[j])) for j in top]
 
 
-def own_note_leg(k: int = DEPTH, union: bool = False) -> Variant:
+def own_note_leg(k: int = DEPTH, union: bool = False, below: int = 0) -> Variant:
+    """The note leg from its own search of opening chunks (with today's, when ``union``);
+    with ``below``, only when today's found fewer notes than that."""
     def run(s: Set, q: Query) -> list[str]:
         lg = legs(s, q)
+        if below and len(lg.per_note["note"]) >= below:
+            return fuse(lg)
         hits = head_search(s, q, k)
         if union:
             hits = sorted({*hits, *((c, x) for c, x in q.semantic[:DEPTH] if s.ordinal[c] <= 0)},
@@ -546,6 +563,20 @@ def starved_note_leg(n: int, how: str) -> Variant:
         notes = F.keep_sure(notes, [*F.sure_hits(pn["keyword"], exhausted=lg.keyword_exhausted),
                                     *F.sure_hits(pn["semantic"])])
         return [str(m.note) for m in notes[:K]]
+    return run
+
+
+def deeper_note_leg(below: int, depth: int) -> Variant:
+    """A note leg that found fewer than ``below`` notes is read off a deeper semantic search
+    (its ``depth`` best chunks), the other legs unchanged."""
+    def run(s: Set, q: Query) -> list[str]:
+        lg = legs(s, q)
+        if len(lg.per_note["note"]) >= below:
+            return fuse(lg)
+        deep = without_boilerplate(s.boilerplate.intersection, dense(s, q.vec, depth))[0]
+        lg.per_note["note"] = F.best_per_note([(c, x) for c, x in deep if s.ordinal[c] <= 0],
+                                              s.note.__getitem__)
+        return fuse(lg)
     return run
 
 
@@ -606,7 +637,7 @@ def main() -> None:
             base = scores
         lowers = [n for n in names if scores[n] < base[n] - 1e-9]
         lifts = all(scores[n] > base[n] + 1e-9 for n in check)
-        verdict = ("-" if label.startswith(("engine", "semantic leg", "keyword leg")) else
+        verdict = ("-" if group == "reference" else
                    "lands" if not lowers and lifts else
                    f"lowers {', '.join(lowers)}" if lowers else "lifts no held-out set")
         results.append({"group": group, "variant": label, **scores, "verdict": verdict})

@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from bench.quality import (  # noqa: E402
     ragd_app,
     scifact_home,
 )
+from daemon.search.engine import NOTE_LEG_GROWTH, NOTE_LEG_MIN  # noqa: E402
 
 LEG_DEPTH = 50  # what the engine fetches per leg for top_k=10 (search.overfetch)
 MIN_GAIN = 0.005  # criterion gain a setting must have over the defaults to replace them
@@ -63,6 +64,8 @@ class Legs:
     semantic: list[tuple[int, float]]
     titles: list[int]
     phrase: list[tuple[int, float]]
+    # The semantic leg NOTE_LEG_GROWTH times deeper: where the engine reads a starved note leg.
+    deep: list[tuple[int, float]] = field(default_factory=list)
 
 
 def run_legs(app: Any, queries: Sequence[str], document: Callable[[str], str] = str
@@ -77,14 +80,14 @@ def run_legs(app: Any, queries: Sequence[str], document: Callable[[str], str] = 
     out: list[Legs] = []
     for n, q in enumerate(queries, 1):
         query = " ".join(q.split())
-        out.append(Legs(engine.keyword_hits(query, LEG_DEPTH, none),
-                        engine.semantic_hits(query, LEG_DEPTH, none),
+        deep = engine.semantic_hits(query, LEG_DEPTH * NOTE_LEG_GROWTH, none)
+        out.append(Legs(engine.keyword_hits(query, LEG_DEPTH, none), deep[:LEG_DEPTH],
                         engine.title_leg(query, none),
-                        engine.phrase_hits(query, LEG_DEPTH, none)))
+                        engine.phrase_hits(query, LEG_DEPTH, none), deep))
         if n % 200 == 0:
             print(f"  {n:,}/{len(queries):,} queries", file=sys.stderr, flush=True)
     ids = sorted({c for lg in out for c in [*lg.titles, *(i for i, _ in [*lg.keyword,
-                                                                          *lg.semantic,
+                                                                          *lg.deep,
                                                                           *lg.phrase])]})
     rows = app.catalog.chunks_by_id(ids)
     return (out, {i: document(r.path) for i, r in rows.items()},
@@ -116,8 +119,11 @@ def fuse(lg: Legs, doc_of: dict[int, str], ordinal: dict[int, int], setting: Set
     sem_w, note_w, kw_w = setting
     note_of: Callable[[int], Hashable] = doc_of.__getitem__
     sem = live(lg.semantic)
+    heads = [(c, s) for c, s in sem if ordinal[c] <= 0]
+    if len({note_of(c) for c, _ in heads}) < NOTE_LEG_MIN and len(lg.semantic) >= LEG_DEPTH:
+        heads = [(c, s) for c, s in live(lg.deep) if ordinal[c] <= 0]  # as the engine does
     per_note = {"semantic": best_per_note(sem, note_of),
-                "note": best_per_note([(c, s) for c, s in sem if ordinal[c] <= 0], note_of),
+                "note": best_per_note(heads, note_of),
                 "keyword": best_per_note(live(lg.keyword), note_of),
                 "phrase": best_per_note(live(lg.phrase), note_of)}
     notes = zscore_fusion(

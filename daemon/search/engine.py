@@ -62,6 +62,13 @@ MAX_DEPTH = 4000
 # A query's keyword and phrase legs use at most this many distinct terms (questions and
 # claims have 5-40): a pasted page of 20,000 words held the keyword index for seconds.
 MAX_QUERY_TERMS = 64
+# The note leg reads the openings and properties chunks among the semantic leg's hits. In a big
+# index few of them reach its top 50 (obsidian-hub, 42k chunks: usually 2-8 notes), and a note
+# missing from so short a leg is scored as a miss at the leg's weight. A note leg that found
+# fewer than NOTE_LEG_MIN notes is read off a semantic search NOTE_LEG_GROWTH times deeper
+# (decision 0031: obsidian-hub 0.391 -> 0.402, obsidian-help-en 0.818 -> 0.828, no set lower).
+NOTE_LEG_MIN = 5
+NOTE_LEG_GROWTH = 4
 MAX_QUOTED = 8  # quoted phrases a query's keyword leg matches
 _LEGS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ragd-leg")
 
@@ -379,6 +386,10 @@ class SearchEngine:
         # The note leg: a note's opening chunk and its properties (title, aliases,
         # properties, first section) as found by the semantic search.
         heads = [(c, x) for c, x in sem if rows[c].ordinal <= 0]
+        if (len({note_of(c) for c, _ in heads}) < NOTE_LEG_MIN
+                and len(legs.semantic) >= legs.depth > 0):
+            heads = self._deeper_heads(legs.vector, legs.depth * NOTE_LEG_GROWTH,
+                                       req.filters, rows)
         # Notes read but not embedded yet: the semantic legs could not have found them.
         waiting = self.catalog.backlog_sources({note_of(c) for c, _ in [*kw, *phrase]}
                                                | {note_of(c) for c in titles})
@@ -412,6 +423,15 @@ class SearchEngine:
                 if len(out) >= req.top_k:
                     return out
         return out
+
+    def _deeper_heads(self, vec: np.ndarray, k: int, filters: Filters,
+                      rows: dict[int, ChunkRow]) -> list[tuple[int, float]]:
+        """The openings and properties chunks among the semantic leg's ``k`` best (boilerplate
+        dropped): a starved note leg, read deeper. ``rows`` gains the rows of new hits."""
+        hits = self._semantic(vec, k, filters)
+        rows.update(self.catalog.chunks_by_id([c for c, _ in hits if c not in rows]))
+        heads = [(c, x) for c, x in hits if c in rows and rows[c].ordinal <= 0]
+        return without_boilerplate(self.catalog.boilerplate, heads)[0]
 
     def _result(self, row: ChunkRow, f: Fused, score: float, req: SearchRequest,
                 terms: Sequence[str]) -> dict[str, Any]:

@@ -14,7 +14,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import numpy as np
 
 from daemon.models import ChunkDraft, SourceRecord
 from daemon.stores import backlog, boilerplate, links
+from daemon.stores.sqlite_base import LockedConnection
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +210,7 @@ class ChunkRow:
     tags: tuple[str, ...]
 
 
-class Catalog:
+class Catalog(LockedConnection):
     """SQLite catalog. One instance per thread; writes happen on the single writer thread."""
 
     def __init__(self, path: Path) -> None:
@@ -257,26 +257,6 @@ class Catalog:
         db.executemany("INSERT OR IGNORE INTO source_titles (title, source_id) VALUES (?, ?)",
                        ((n.strip().lower(), source_id) for n in names if n.strip()))
 
-    def close(self) -> None:
-        self._db.close()
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One atomic write: everything inside commits together or not at all."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.rollback()
-                raise
-            self._db.commit()
-
-    @contextmanager
-    def reading(self) -> Iterator[sqlite3.Connection]:
-        """The connection, for a few reads in a row (the note tools, decision 0028)."""
-        with self._lock:
-            yield self._db
 
     # -- meta ---------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:

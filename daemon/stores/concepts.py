@@ -12,8 +12,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from daemon.concepts.categories import Category
+from daemon.stores.sqlite_base import LockedConnection
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS docs (
@@ -100,7 +100,7 @@ class DocRecord:
     seconds: float
 
 
-class ConceptStore:
+class ConceptStore(LockedConnection):
     """SQLite file of the concept tables; one connection, used under a lock."""
 
     def __init__(self, path: Path) -> None:
@@ -114,24 +114,6 @@ class ConceptStore:
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)
 
-    def close(self) -> None:
-        self._db.close()
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.rollback()
-                raise
-            self._db.commit()
-
-    @contextmanager
-    def reading(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            yield self._db
 
     # -- documents ----------------------------------------------------------------------------
     def analysed(self) -> dict[int, str]:

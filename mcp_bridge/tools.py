@@ -56,6 +56,22 @@ DOC_STORE_FIELDS = ("source_path", "content_hash", "file_size", "file_modified_a
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
+def passing_args(schema: dict[str, Any]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """An argument parser that passes the call's known parameters as given: for toolsets
+    whose daemon side checks them and answers in its reference's own error shape."""
+    known = schema["properties"]
+
+    def parse(args: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in args.items() if k in known}
+
+    return parse
+
+
+def as_object(answer: Any) -> Any:
+    """The daemon's answer as a JSON object (a bare list or value under ``result``)."""
+    return answer if isinstance(answer, dict) else {"result": answer}
+
+
 # -- JSON schemas -------------------------------------------------------------------------------
 def _string(description: str) -> dict[str, Any]:
     return {"type": "string", "description": description}

@@ -5,10 +5,9 @@ tool error."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from typing import Any
 
-from mcp_bridge.tools import SEARCH_TIMEOUT_S, ToolSpec
+from mcp_bridge.tools import SEARCH_TIMEOUT_S, ToolSpec, as_object, passing_args
 
 CODE = "code"
 
@@ -73,19 +72,6 @@ DOCS_INPUT = _schema({
 DOCS_INPUT["required"] = ["query"]
 
 
-def _passing(schema: dict[str, Any]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    """The call's known parameters, as given: the daemon checks them (002's error shape)."""
-    known = schema["properties"]
-
-    def parse(args: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in args.items() if k in known}
-
-    return parse
-
-
-def _same(answer: Any) -> Any:
-    return answer if isinstance(answer, dict) else {"result": answer}
-
 
 def is_error(value: Any) -> bool:
     """A 002 error payload: the bridge marks the call as a tool error."""
@@ -98,8 +84,8 @@ _OUT = {"type": "object"}
 
 def _tool(name: str, title: str, description: str, schema: dict[str, Any],
           method: str) -> ToolSpec:
-    return ToolSpec(name, title, CODE, description, schema, _OUT, method, _passing(schema),
-                    _same, SEARCH_TIMEOUT_S)
+    return ToolSpec(name, title, CODE, description, schema, _OUT, method, passing_args(schema),
+                    as_object, SEARCH_TIMEOUT_S)
 
 
 CODE_TOOLS: tuple[ToolSpec, ...] = (

@@ -5,10 +5,9 @@ timestamp}`` shape, which the bridge returns as a tool error."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from typing import Any
 
-from mcp_bridge.tools import SEARCH_TIMEOUT_S, ToolSpec
+from mcp_bridge.tools import SEARCH_TIMEOUT_S, ToolSpec, as_object, passing_args
 
 CONCEPTS = "concepts"
 
@@ -117,18 +116,6 @@ TITLES = {
 }
 
 
-def _passing(schema: dict[str, Any]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    known = schema["properties"]
-
-    def parse(args: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in args.items() if k in known}
-
-    return parse
-
-
-def _same(answer: Any) -> Any:
-    return answer if isinstance(answer, dict) else {"result": answer}
-
 
 def is_concept_error(value: Any) -> bool:
     """A 003 error payload: the bridge marks the call as a tool error."""
@@ -138,7 +125,7 @@ def is_concept_error(value: Any) -> bool:
 
 CONCEPT_TOOLS: tuple[ToolSpec, ...] = tuple(
     ToolSpec(name, TITLES[name], CONCEPTS, DESCRIPTIONS[name], schema, {"type": "object"},
-             "concepts_" + name, _passing(schema), _same, SEARCH_TIMEOUT_S)
+             "concepts_" + name, passing_args(schema), as_object, SEARCH_TIMEOUT_S)
     for name, schema in INPUTS.items())
 
 

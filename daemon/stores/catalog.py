@@ -11,7 +11,6 @@ import hashlib
 import json
 import logging
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -214,14 +213,7 @@ class Catalog(LockedConnection):
     """SQLite catalog. One instance per thread; writes happen on the single writer thread."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), timeout=30, check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        self._lock = threading.RLock()
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
+        super().__init__(path)
         self._db.executescript(_SCHEMA)
         self._db.executescript(backlog.SCHEMA)
         self._add_columns()

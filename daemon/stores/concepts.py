@@ -9,8 +9,6 @@ catalog (its chunks and cached vectors) if the file is deleted (decision 0033).
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -104,14 +102,7 @@ class ConceptStore(LockedConnection):
     """SQLite file of the concept tables; one connection, used under a lock."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), timeout=30, check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        self._lock = threading.RLock()
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
+        super().__init__(path)
         self._db.executescript(SCHEMA)
 
 

@@ -6,14 +6,22 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 
 class LockedConnection:
-    """One connection used by several threads, one at a time (``_lock``); subclasses open
-    ``_db`` and create ``_lock`` in their ``__init__``."""
+    """One connection used by several threads, one at a time (``_lock``)."""
 
-    _db: sqlite3.Connection
-    _lock: threading.Lock | threading.RLock
+    def __init__(self, path: Path) -> None:
+        """Open ``path`` (its folder made) in WAL mode, rows as ``sqlite3.Row``."""
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), timeout=30, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._lock = threading.RLock()
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
 
     def close(self) -> None:
         self._db.close()

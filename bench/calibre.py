@@ -67,10 +67,10 @@ def pages_of(source_type: str, markdown: str, meta: dict[str, Any]) -> int:
 
 def baseline(library: Path) -> dict[str, Any]:
     """Each book's chosen file converted alone (fresh doc store, no embedding)."""
-    from daemon.convert.documents import open_documents
-    from daemon.convert.formats import FORMATS
-    from daemon.models import Document
-    from daemon.sources.calibre import CalibreKind
+    from ragd.daemon.convert.documents import open_documents
+    from ragd.daemon.convert.formats import FORMATS
+    from ragd.daemon.models import Document
+    from ragd.daemon.sources.calibre import CalibreKind
 
     with tempfile.TemporaryDirectory(prefix="ragd-bench-docstore-") as tmp:
         docs = open_documents(Path(tmp))
@@ -95,9 +95,9 @@ def baseline(library: Path) -> dict[str, Any]:
 
 def index(library: Path) -> dict[str, Any]:
     fresh_home("calibre-home")
-    from daemon.runtime.app import App
-    from daemon.settings.config import load_config
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.runtime.app import App
+    from ragd.daemon.settings.config import load_config
+    from ragd.daemon.settings.paths import resolve_paths
 
     paths = resolve_paths()
     config = load_config(paths, {"calibre.libraries": [str(library)],
@@ -107,7 +107,7 @@ def index(library: Path) -> dict[str, Any]:
         info = app.collection_info("calibre")
         n = info["book_count"]
         print("index:", seconds, report.as_dict()["stage_seconds"], file=sys.stderr, flush=True)
-        from daemon.sources.calibredb import read_library
+        from ragd.daemon.sources.calibredb import read_library
 
         failed = []
         for book in read_library(library):  # set_metadata takes one book at a time
@@ -150,9 +150,9 @@ def memory_child(book: Path) -> None:
         library = Path(tmp) / "Library"
         build_library(book.parent, library, [book])
         fresh_home("calibre-home")
-        from daemon.runtime.app import App
-        from daemon.settings.config import load_config
-        from daemon.settings.paths import resolve_paths
+        from ragd.daemon.runtime.app import App
+        from ragd.daemon.settings.config import load_config
+        from ragd.daemon.settings.paths import resolve_paths
 
         paths = resolve_paths()
         config = load_config(paths, {"calibre.libraries": [str(library)],

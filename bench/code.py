@@ -22,9 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from daemon.settings.codegroups import CodeConfig  # noqa: E402
-from daemon.sources.code import CodeKind, repo_aliases  # noqa: E402
-from daemon.sources.gitlog import list_commits, read_commits  # noqa: E402
+from ragd.daemon.settings.codegroups import CodeConfig  # noqa: E402
+from ragd.daemon.sources.code import CodeKind, repo_aliases  # noqa: E402
+from ragd.daemon.sources.gitlog import list_commits, read_commits  # noqa: E402
 
 
 def git(repo: Path, *args: str) -> str:
@@ -70,11 +70,11 @@ def commit_to_searchable(repo: Path) -> float:
     """A daemon-like App (the sync returns once committed: keyword-searchable, vectors after)
     syncing a group's history after one new commit, as a .git/HEAD hint makes it."""
     os.environ["RAGD_HOME"] = tempfile.mkdtemp(prefix="ragd-bench-code-")
-    from daemon.runtime.app import App
-    from daemon.search.engine import SearchRequest
-    from daemon.search.filters import Filters
-    from daemon.settings.config import load_config
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.runtime.app import App
+    from ragd.daemon.search.engine import SearchRequest
+    from ragd.daemon.search.filters import Filters
+    from ragd.daemon.settings.config import load_config
+    from ragd.daemon.settings.paths import resolve_paths
 
     paths = resolve_paths()
     config = load_config(paths, {"code.groups": {"bench": [str(repo)]},

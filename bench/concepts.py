@@ -21,10 +21,10 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from daemon.concepts import extract
-from daemon.ipc.client import Client
-from daemon.ipc.discovery import find_daemon
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.concepts import extract
+from ragd.daemon.ipc.client import Client
+from ragd.daemon.ipc.discovery import find_daemon
+from ragd.daemon.settings.paths import resolve_paths
 
 BOOKS = Path("/work/shared/corpus/books")
 OUT = Path(__file__).parent / "results" / "concepts.json"
@@ -89,7 +89,7 @@ def main(argv: list[str]) -> int:
     home, vault = tmp / "home", tmp / "vault"
     vault.mkdir()
     env = {"RAGD_HOME": str(home), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli.main", "daemon", "--vault",
+    proc = subprocess.Popen([sys.executable, "-m", "ragd.daemon.cli.main", "daemon", "--vault",
                              str(vault)], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     paths = resolve_paths({"RAGD_HOME": str(home)})

@@ -26,10 +26,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import corpus, table, write_json  # noqa: E402
-from daemon.convert.docstore import DocStore  # noqa: E402
-from daemon.convert.formats import format_for  # noqa: E402
-from daemon.convert.process import ConversionWorker  # noqa: E402
-from daemon.models import Skip  # noqa: E402
+from ragd.daemon.convert.docstore import DocStore  # noqa: E402
+from ragd.daemon.convert.formats import format_for  # noqa: E402
+from ragd.daemon.convert.process import ConversionWorker  # noqa: E402
+from ragd.daemon.models import Skip  # noqa: E402
 
 EPUB_PAGE_CHARS = 2000
 
@@ -72,9 +72,9 @@ def index_share(paths: list[Path], home: Path) -> dict[str, Any]:
 
     os.environ["RAGD_HOME"] = str(home / "ragd-home")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from daemon.runtime.app import App
-    from daemon.settings.config import load_config
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.runtime.app import App
+    from ragd.daemon.settings.config import load_config
+    from ragd.daemon.settings.paths import resolve_paths
 
     folder = home / "books"
     folder.mkdir()

@@ -245,7 +245,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from daemon.embed.embedding import SentenceTransformerEmbedder
+    from ragd.daemon.embed.embedding import SentenceTransformerEmbedder
 
     embedder = SentenceTransformerEmbedder(args.model, threads=args.threads)
     embedder.warm_up()

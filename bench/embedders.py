@@ -38,8 +38,8 @@ QUERIES = ["how do I link to a heading", "sync between devices", "daily notes te
 
 def chunk_texts(vault: Path, n: int) -> list[str]:
     """``n`` embedded texts of real notes, spread over the vault (long and short alike)."""
-    from daemon.embed.embedding import DEFAULT_MODEL, resolve_model_path
-    from daemon.text.chunking import chunk_markdown, tokenizer_counter
+    from ragd.daemon.embed.embedding import DEFAULT_MODEL, resolve_model_path
+    from ragd.daemon.text.chunking import chunk_markdown, tokenizer_counter
 
     count = tokenizer_counter(Path(resolve_model_path(DEFAULT_MODEL)) / "tokenizer.json")
     texts: list[str] = []
@@ -56,8 +56,8 @@ def worker(backend: str, data_dir: Path, chunks_file: Path, out_dir: Path) -> No
     started = time.perf_counter()
     import numpy as np
 
-    from daemon.embed.embedding import make_embedder
-    from daemon.settings.config import EmbeddingConfig
+    from ragd.daemon.embed.embedding import make_embedder
+    from ragd.daemon.settings.config import EmbeddingConfig
 
     emb: Any = make_embedder(EmbeddingConfig(backend=backend), data_dir)  # type: ignore[arg-type]
     emb.warm_up()
@@ -120,14 +120,14 @@ class Worker:
 # -- parent -------------------------------------------------------------------------------------
 def export_graph(data_dir: Path) -> dict[str, Any]:
     """Export the default model's graph (once: kept across runs) and report what it cost."""
-    from daemon.embed.embedding import (
+    from ragd.daemon.embed.embedding import (
         DEFAULT_MODEL,
         default_threads,
         models_dir,
         resolve_model_path,
     )
-    from daemon.embed.onnx_embedder import read_manifest
-    from daemon.embed.onnx_export import ensure_graph
+    from ragd.daemon.embed.onnx_embedder import read_manifest
+    from ragd.daemon.embed.onnx_export import ensure_graph
 
     t0 = time.perf_counter()
     directory = ensure_graph(DEFAULT_MODEL, resolve_model_path(DEFAULT_MODEL),
@@ -141,7 +141,7 @@ def export_graph(data_dir: Path) -> dict[str, Any]:
 def run(n: int, rounds: int, data_dir: Path) -> dict[str, Any]:
     import numpy as np
 
-    from daemon.embed.embedding import default_threads
+    from ragd.daemon.embed.embedding import default_threads
 
     export = export_graph(data_dir)
     texts = chunk_texts(corpus("vault", "obsidian-help-en"), n)

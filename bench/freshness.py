@@ -56,14 +56,14 @@ def proc_stat(pid: int) -> tuple[float, float]:
 
 class Daemon:
     def __init__(self, vault: Path, home: Path, env: dict[str, str] | None = None) -> None:
-        from daemon.ipc.client import Client
-        from daemon.ipc.discovery import find_daemon
-        from daemon.settings.paths import resolve_paths
+        from ragd.daemon.ipc.client import Client
+        from ragd.daemon.ipc.discovery import find_daemon
+        from ragd.daemon.settings.paths import resolve_paths
 
         env = {**os.environ, "RAGD_HOME": str(home), "HF_HUB_OFFLINE": "1", **(env or {})}
         self.paths = resolve_paths({"RAGD_HOME": str(home)})
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "daemon.cli.main", "daemon", "--vault", str(vault)], env=env,
+            [sys.executable, "-m", "ragd.daemon.cli.main", "daemon", "--vault", str(vault)], env=env,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 600  # a 1M-chunk home takes a while to open
         while find_daemon(self.paths) is None:

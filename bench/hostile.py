@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parents[1]
 def _paths(tree: Path) -> None:
     """The daemon and its client from ``tree``; the inputs' builders from this checkout."""
     sys.path[:0] = [str(tree), str(HERE / "tests"), str(tree / "tests")]
-    os.chdir(tree)  # the daemon runs as `python -m daemon.cli.main` from here
+    os.chdir(tree)  # the daemon runs as `python -m ragd.daemon.cli.main` from here
 
 
 def mail_case(name: str) -> Callable[[Any, Path], str]:

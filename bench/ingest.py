@@ -35,14 +35,14 @@ def peak_rss_mb(pid: int) -> float:
 
 
 def run_daemon(vault: Path, home: Path) -> tuple[Any, dict[str, Any], float, float]:
-    from daemon.ipc.client import Client
-    from daemon.ipc.discovery import find_daemon
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.ipc.client import Client
+    from ragd.daemon.ipc.discovery import find_daemon
+    from ragd.daemon.settings.paths import resolve_paths
 
     env = {**os.environ, "RAGD_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     paths = resolve_paths({"RAGD_HOME": str(home)})
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli.main", "daemon", "--vault", str(vault)],
+    proc = subprocess.Popen([sys.executable, "-m", "ragd.daemon.cli.main", "daemon", "--vault", str(vault)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while find_daemon(paths) is None:
         if proc.poll() is not None:
@@ -60,8 +60,8 @@ def run_daemon(vault: Path, home: Path) -> tuple[Any, dict[str, Any], float, flo
 
 def raw_model_eps(home: Path, threads: int) -> tuple[int, float]:
     """Embed exactly the chunks the daemon embedded, with the bare model."""
-    from daemon.embed.embedding import SentenceTransformerEmbedder
-    from daemon.text.chunking import embed_prefix
+    from ragd.daemon.embed.embedding import SentenceTransformerEmbedder
+    from ragd.daemon.text.chunking import embed_prefix
 
     db = sqlite3.connect(home / "data" / "catalog.sqlite")
     rows = db.execute("SELECT s.title, c.heading_path, c.text FROM chunks c JOIN sources s"
@@ -83,7 +83,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=100)
     args = ap.parse_args()
     vault = args.vault or corpus("vault", "obsidian-help-en")
-    from daemon.embed.embedding import default_threads
+    from ragd.daemon.embed.embedding import default_threads
 
     threads = default_threads()
     with tempfile.TemporaryDirectory(prefix="ragd-bench-") as tmp:

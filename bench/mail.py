@@ -44,9 +44,9 @@ from bench.common import (  # noqa: E402
 
 def index_corpus(mail: Path) -> dict[str, Any]:
     fresh_home("mail-home")
-    from daemon.runtime.app import App
-    from daemon.settings.config import load_config
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.runtime.app import App
+    from ragd.daemon.settings.config import load_config
+    from ragd.daemon.settings.paths import resolve_paths
 
     paths = resolve_paths()
     config = load_config(paths, {"email.paths": [str(mail)], "obsidian.enabled": False})
@@ -111,7 +111,7 @@ def deliveries(n: int) -> dict[str, Any]:
 
 def stream_child(path: Path) -> None:
     """Run in a child: read every message of one mbox through the mail kind."""
-    from daemon.sources.mailkind import MailKind
+    from ragd.daemon.sources.mailkind import MailKind
 
     base = rss_mb()
     kind = MailKind(None, html_to_text=lambda h: h)

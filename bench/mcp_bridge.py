@@ -4,7 +4,7 @@
    servers interleaved): ragd-mcp against the smallest servers the SDK can make (a low-level
    `Server` and a `FastMCP`, each with no tools and no work).
 2. rag_search round trip, p50/p95 over --searches queries: through ragd-mcp (MCP over stdio)
-   against the same params sent straight to the daemon's socket (daemon.ipc.client.Client).
+   against the same params sent straight to the daemon's socket (ragd.daemon.ipc.client.Client).
 
 A temporary RAGD_HOME and a daemon over --vault (default: the kepano-obsidian vault of the
 shared corpus, else a generated one) are set up first and stopped at the end.
@@ -93,7 +93,7 @@ def write_generated_vault(root: Path) -> Path:
 
 # -- the daemon ---------------------------------------------------------------------------------
 def start_daemon(vault: Path) -> Any:
-    from daemon.runtime.launch import connect
+    from ragd.daemon.runtime.launch import connect
 
     client = connect(start=True, client_name="bench", timeout=60, call_timeout=600)
     deadline = time.monotonic() + 1800

@@ -155,7 +155,7 @@ def ragd_worker(job: dict[str, Any]) -> None:
     """Runs under ragd's interpreter, on a fresh (or the given persistent) RAGD_HOME."""
     sys.path.insert(0, str(REPO))
     from bench.quality import index_folder, ragd_app, ragd_ranking
-    from daemon import __version__
+    from ragd.daemon import __version__
 
     collection = job.get("collection", "peer-bench")
     with ragd_app(Path(job["home"]), {"search.max_per_source": 1}) as app:

@@ -171,9 +171,9 @@ def ragd_app(home: Path, overrides: dict[str, Any] | None = None,
              on_progress: Callable[[Any], None] | None = None) -> Iterator[Any]:
     """An App on ``home`` with Obsidian discovery off and the environment ignored."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from daemon.runtime.app import App
-    from daemon.settings.config import load_config
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.runtime.app import App
+    from ragd.daemon.settings.config import load_config
+    from ragd.daemon.settings.paths import resolve_paths
 
     paths = resolve_paths({"RAGD_HOME": str(home)})
     cfg = load_config(paths, {"obsidian.enabled": False, **(overrides or {})}, env={},
@@ -216,7 +216,7 @@ def index_folder(app: Any, name: str, root: Path) -> dict[str, Any]:
 
 def ragd_ranking(app: Any, collection: str, query: str, mode: str, k: int = K) -> list[str]:
     """Paths (relative to the collection root) of the top ``k`` results, best first."""
-    from daemon.search.params import build_request
+    from ragd.daemon.search.params import build_request
 
     engine = app.search_engine
     root = app.collection(collection).root
@@ -386,7 +386,7 @@ def approximate_copy(home: Path, tmp: Path) -> Path:
 
 def force_approximate(app: Any) -> None:
     """Build the IVF-SQ8 index now and put every query under the postings budget."""
-    from daemon.stores import fulltext
+    from ragd.daemon.stores import fulltext
 
     fulltext.MIN_POSTINGS = 0
     if app.faiss.kind == "flat" and app.faiss.size >= APPROX_FROM:

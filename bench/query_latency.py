@@ -221,9 +221,9 @@ def _updates(base: BaseCatalog, unit: Unit, src_rows: list[sqlite3.Row]
     """SourceUpdates of one batch of base sources as copy ``unit.copy``, and their vectors."""
     import numpy as np
 
-    from daemon.models import ChunkDraft
-    from daemon.stores.catalog import SourceUpdate, text_hash
-    from daemon.text.chunking import embed_prefix
+    from ragd.daemon.models import ChunkDraft
+    from ragd.daemon.stores.catalog import SourceUpdate, text_hash
+    from ragd.daemon.text.chunking import embed_prefix
 
     updates, vectors = [], {}
     rng = np.random.default_rng([unit.copy, int(src_rows[0]["id"])])
@@ -308,7 +308,7 @@ def ensure_size(root: Path, label: str, target: int, quick: bool,
     With ``keyword_backend = "tantivy"`` no Whoosh index is built (an hour at 1M here)."""
     import shutil
 
-    from daemon.embed.embedding import SentenceTransformerEmbedder
+    from ragd.daemon.embed.embedding import SentenceTransformerEmbedder
 
     base_home = root / "base"
     fp = SentenceTransformerEmbedder().fingerprint  # read from the model folder: no torch
@@ -372,7 +372,7 @@ LEGACY_FIELDS = ("title", "headings", "content")
 def _legacy_schema() -> Any:
     from whoosh.fields import ID, KEYWORD, NUMERIC, TEXT, Schema
 
-    from daemon.stores.fulltext import _analyzer
+    from ragd.daemon.stores.fulltext import _analyzer
 
     ana = _analyzer()
     return Schema(chunk_id=ID(stored=True, unique=True),
@@ -389,7 +389,7 @@ def build_legacy(home: Path, catalog: Any) -> float:
     once: seconds spent, 0 when reused."""
     from whoosh import index
 
-    from daemon.stores.fulltext import document_fields
+    from ragd.daemon.stores.fulltext import document_fields
 
     folder = home / LEGACY_DIR
     done = folder / "built.json"
@@ -417,7 +417,7 @@ class LegacyKeywords:
     def __init__(self, folder: Path) -> None:
         from whoosh import index
 
-        from daemon.stores.fulltext import _analyzer
+        from ragd.daemon.stores.fulltext import _analyzer
 
         self.searcher = index.open_dir(str(folder)).searcher()
         self.ana = _analyzer()
@@ -426,7 +426,7 @@ class LegacyKeywords:
         return list(dict.fromkeys(t.text for t in self.ana(text)))
 
     def _search(self, q: Any, k: int, filters: Any) -> list[tuple[int, float]]:
-        from daemon.search.filters import to_whoosh
+        from ragd.daemon.search.filters import to_whoosh
 
         hits = self.searcher.search(q, limit=k, filter=to_whoosh(filters))
         return [(int(h["chunk_id"]), float(h.score)) for h in hits]
@@ -458,8 +458,8 @@ def timed(fn: Any, queries: list[str]) -> dict[str, Any]:
 
 def _tantivy_store(app: Any) -> Any:
     """The tantivy index of this home, rebuilt from the catalog when it is behind."""
-    from daemon.indexer.pipeline import Indexer
-    from daemon.stores.fulltext import open_keyword_store
+    from ragd.daemon.indexer.pipeline import Indexer
+    from ragd.daemon.stores.fulltext import open_keyword_store
 
     if app.config.index.keyword_backend == "tantivy":
         return app.whoosh  # the home's configured backend: already open and current
@@ -499,7 +499,7 @@ def semantic_recall(app: Any, queries: list[str], k: int) -> dict[str, Any]:
         best = np.take_along_axis(both, top, axis=1)
         best_ids = np.take_along_axis(both_ids, top, axis=1)
     best_ids = np.take_along_axis(best_ids, np.argsort(-best, axis=1), axis=1)
-    from daemon.search.filters import Filters
+    from ragd.daemon.search.filters import Filters
 
     leg, index, leg10 = [], [], []
     for q, v, e in zip(queries, vecs, best_ids, strict=True):
@@ -519,8 +519,8 @@ def inprocess_worker(job: dict[str, Any]) -> dict[str, Any]:
     backend's legs and a hybrid search with it, in turn: the backends share the machine's
     noise, so their ratios to the baseline hold even when the machine is busy."""
     from bench.quality import ragd_app
-    from daemon.search.filters import Filters
-    from daemon.search.params import build_request
+    from ragd.daemon.search.filters import Filters
+    from ragd.daemon.search.params import build_request
 
     home = Path(job["home"])
     backends: list[str] = job["backends"]
@@ -595,16 +595,16 @@ class Daemon:
     """`ragd daemon` on a size home, waited on until its start-up sweep is done."""
 
     def __init__(self, home: Path, log: Path) -> None:
-        from daemon.ipc.client import Client
-        from daemon.ipc.discovery import find_daemon
-        from daemon.settings.paths import resolve_paths
+        from ragd.daemon.ipc.client import Client
+        from ragd.daemon.ipc.discovery import find_daemon
+        from ragd.daemon.settings.paths import resolve_paths
 
         paths = resolve_paths({"RAGD_HOME": str(home)})
         if find_daemon(paths):
             sys.exit(f"error: a daemon already runs on {home}; stop it first")
         self.log = open(log, "ab")  # noqa: SIM115
         t0 = time.perf_counter()
-        self.proc = subprocess.Popen([sys.executable, "-m", "daemon.cli.main", "daemon"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "ragd.daemon.cli.main", "daemon"],
                                      env=clean_env(home), stdout=self.log, stderr=self.log,
                                      start_new_session=True, cwd=REPO)
         deadline = time.monotonic() + 1800

@@ -26,10 +26,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import rss_mb, table, write_json  # noqa: E402
-from daemon.errors import RagdError  # noqa: E402
-from daemon.ipc.client import Client  # noqa: E402
-from daemon.ipc.discovery import find_daemon  # noqa: E402
-from daemon.settings.paths import resolve_paths  # noqa: E402
+from ragd.daemon.errors import RagdError  # noqa: E402
+from ragd.daemon.ipc.client import Client  # noqa: E402
+from ragd.daemon.ipc.discovery import find_daemon  # noqa: E402
+from ragd.daemon.settings.paths import resolve_paths  # noqa: E402
 
 KEY = "plantedkeyquokka"
 
@@ -112,7 +112,7 @@ def run(tree: Path | None, client_name: str) -> dict[str, Any]:
         if tree is not None:
             env["PYTHONPATH"] = str(tree)
         with open(f["root"] / "daemon.log", "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "daemon.cli.main", "daemon",
+            proc = subprocess.Popen([sys.executable, "-m", "ragd.daemon.cli.main", "daemon",
                                      "--vault", str(f["vault"])], env=env, stdout=log,
                                     stderr=log, start_new_session=True,
                                     cwd=f["root"])  # `-m` puts the cwd first on sys.path

@@ -35,14 +35,14 @@ from bench.freshness import Daemon  # noqa: E402
 
 
 def feed_files(root: Path) -> list[Path]:
-    from daemon.sources.rss import is_feed_name
+    from ragd.daemon.sources.rss import is_feed_name
 
     return sorted(p for p in root.rglob("*") if p.is_file() and is_feed_name(p.name))
 
 
 def parse_only(root: Path) -> dict[str, Any]:
-    from daemon.convert.converters import ConvertSkip
-    from daemon.sources.feedparse import parse_feed
+    from ragd.daemon.convert.converters import ConvertSkip
+    from ragd.daemon.sources.feedparse import parse_feed
 
     files = feed_files(root)
     entries = 0
@@ -56,9 +56,9 @@ def parse_only(root: Path) -> dict[str, Any]:
 
 
 def index(root: Path) -> dict[str, Any]:
-    from daemon.runtime.app import App
-    from daemon.settings.config import load_config
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.runtime.app import App
+    from ragd.daemon.settings.config import load_config
+    from ragd.daemon.settings.paths import resolve_paths
 
     fresh_home("rss")
     paths = resolve_paths()

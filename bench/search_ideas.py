@@ -49,8 +49,8 @@ from bench.quality import (  # noqa: E402
     scifact_home,
 )
 from bench.tune_fusion import CHECK_KNOWN, TUNE_KNOWN  # noqa: E402
-from daemon.search import fusion as F  # noqa: E402
-from daemon.search.boilerplate import without_boilerplate  # noqa: E402
+from ragd.daemon.search import fusion as F  # noqa: E402
+from ragd.daemon.search.boilerplate import without_boilerplate  # noqa: E402
 
 DEPTH = 50  # what the engine fetches per leg for top_k=10
 DEEP = 100  # what is kept per leg, for the variants that read deeper
@@ -85,7 +85,7 @@ class Set:
     docnum_chunk: np.ndarray  # keyword document number -> chunk id (-1: deleted)
     lengths: np.ndarray  # keyword field length per document number
     avg_length: float
-    postings: Any  # daemon.stores.whoosh_postings.Postings (for terms a variant adds)
+    postings: Any  # ragd.daemon.stores.whoosh_postings.Postings (for terms a variant adds)
     note_titles: list[str] = field(default_factory=list)
     title_vectors: np.ndarray | None = None
     boilerplate: set[int] = field(default_factory=set)  # decision 0026: dropped from legs
@@ -117,8 +117,8 @@ class Set:
 # -- collecting ---------------------------------------------------------------------------------
 def collect(app: Any, name: str, texts: Sequence[str], judge: Callable[[int, list[str]], float],
             document: Callable[[str], str] = str) -> Set:
-    from daemon.search.filters import Filters
-    from daemon.stores.whoosh_postings import _segment_lengths
+    from ragd.daemon.search.filters import Filters
+    from ragd.daemon.stores.whoosh_postings import _segment_lengths
 
     engine = app.search_engine
     app.embedder.warm_up()
@@ -141,7 +141,7 @@ def collect(app: Any, name: str, texts: Sequence[str], judge: Callable[[int, lis
     # A searcher of our own: the app's closes with it, and RM3 reads terms after that.
     from whoosh import index
 
-    from daemon.stores.whoosh_postings import Postings
+    from ragd.daemon.stores.whoosh_postings import Postings
 
     searcher = index.open_dir(str(engine.whoosh.dir)).searcher()
     postings = Postings(searcher, "text")
@@ -288,7 +288,7 @@ def notes_of(s: Set, hits: Sequence[tuple[int, float]]) -> list[str]:
 # -- the ideas ----------------------------------------------------------------------------------
 def engine(s: Set, q: Query) -> list[str]:
     """Today's hybrid: a note leg of fewer than NOTE_LEG_MIN notes read deeper."""
-    from daemon.search.engine import NOTE_LEG_GROWTH, NOTE_LEG_MIN
+    from ragd.daemon.search.engine import NOTE_LEG_GROWTH, NOTE_LEG_MIN
 
     return deeper_note_leg(NOTE_LEG_MIN, DEPTH * NOTE_LEG_GROWTH)(s, q)
 
@@ -316,7 +316,7 @@ def rm3(s: Set, q: Query, m: int = 1, lam: float = 0.2, n_terms: int = 10,
         source: str = "fused") -> dict[str, float]:
     """RM3: the query's terms (1 - lam) plus the ``n_terms`` likeliest terms of the best chunk
     of each feedback note (lam); feedback from the fused top ``m`` or the keyword top ``m``."""
-    from daemon.stores.fulltext import _analyzer
+    from ragd.daemon.stores.fulltext import _analyzer
 
     analyse = s.cache.setdefault("analyser", _analyzer())
     top = fuse(legs(s, q))[:m] if source == "fused" else notes_of(s, q.keyword)[:m]

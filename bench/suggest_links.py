@@ -5,12 +5,12 @@ syntax and targets are taken out of its text, which is embedded again) and both 
 the other notes; recall@5 is the share of the note's real links found in the top 5 (out of
 min(links, 5), so 1.0 is reachable), averaged over notes. In the same run:
 
-- **ragd**: ``daemon.notes.suggest.rank``: each section asks the vector index, candidates
+- **ragd**: ``ragd.daemon.notes.suggest.rank``: each section asks the vector index, candidates
   score by their best section pair plus agreeing sections, boilerplate left out;
 - **reference 001**: the note's whole text embedded as one query, chunks ranked by similarity
-  and grouped by file (``daemon.notes.suggest.chunk_similarity``).
+  and grouped by file (``ragd.daemon.notes.suggest.chunk_similarity``).
 
-Latency: ``daemon.notes.reading.read`` (note + links + backlinks) and the ragd suggestions as
+Latency: ``ragd.daemon.notes.reading.read`` (note + links + backlinks) and the ragd suggestions as
 the tool runs them (links left in, notes already linked excluded), per note.
 
     python bench/suggest_links.py [--vault kepano-obsidian --vault obsidian-help-en] [--limit N]
@@ -39,8 +39,8 @@ def hide_links(text: str) -> str:
 
 
 def run_vault(name: str, limit: int | None) -> dict[str, Any]:
-    from daemon.notes import reading, suggest
-    from daemon.stores import links
+    from ragd.daemon.notes import reading, suggest
+    from ragd.daemon.stores import links
 
     root = corpus("vault", name)
     home = fresh_home(f"suggest-{name}")

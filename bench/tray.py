@@ -61,13 +61,13 @@ def wait(fn: Any, timeout: float, what: str, interval: float = 0.05) -> Any:
 
 
 def start_daemon(home: Path, vault: Path, log: Path) -> subprocess.Popen[bytes]:
-    from daemon.ipc.client import Client
-    from daemon.ipc.discovery import find_daemon
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.ipc.client import Client
+    from ragd.daemon.ipc.discovery import find_daemon
+    from ragd.daemon.settings.paths import resolve_paths
 
     env = {**os.environ, "RAGD_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     with open(log, "ab") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "daemon.cli.main", "daemon", "--vault",
+        proc = subprocess.Popen([sys.executable, "-m", "ragd.daemon.cli.main", "daemon", "--vault",
                                  str(vault)], env=env, stdout=fh, stderr=fh,
                                 start_new_session=True)
     paths = resolve_paths({"RAGD_HOME": str(home)})
@@ -104,7 +104,7 @@ def measure_idle_process(home: Path, display: str, seconds: float) -> dict[str, 
     env = {**os.environ, "RAGD_HOME": str(home), "DISPLAY": display,
            "PYSTRAY_BACKEND": "xorg"}
     t0 = time.perf_counter()
-    tray = subprocess.Popen([sys.executable, "-m", "tray.app", "--no-start"], env=env,
+    tray = subprocess.Popen([sys.executable, "-m", "ragd.tray.app", "--no-start"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         log = home / "state" / "tray.log"
@@ -132,9 +132,9 @@ def measure_idle_process(home: Path, display: str, seconds: float) -> dict[str, 
 
 
 def measure_save_to_indexing(home: Path, vault: Path, saves: int) -> list[float]:
-    from daemon.settings.paths import resolve_paths
-    from tray.app import TrayApp
-    from tray.autostart import Autostart
+    from ragd.daemon.settings.paths import resolve_paths
+    from ragd.tray.app import TrayApp
+    from ragd.tray.autostart import Autostart
 
     os.environ["RAGD_HOME"] = str(home)
     app = TrayApp(resolve_paths(), start_daemon=False,

@@ -43,7 +43,7 @@ from bench.quality import (  # noqa: E402
     ragd_app,
     scifact_home,
 )
-from daemon.search.engine import NOTE_LEG_GROWTH, NOTE_LEG_MIN  # noqa: E402
+from ragd.daemon.search.engine import NOTE_LEG_GROWTH, NOTE_LEG_MIN  # noqa: E402
 
 LEG_DEPTH = 50  # what the engine fetches per leg for top_k=10 (search.overfetch)
 MIN_GAIN = 0.005  # criterion gain a setting must have over the defaults to replace them
@@ -72,7 +72,7 @@ def run_legs(app: Any, queries: Sequence[str], document: Callable[[str], str] = 
              ) -> tuple[list[Legs], dict[int, str], dict[int, int]]:
     """Each query's legs, chunk id -> ``document(path relative to the collection root)`` and
     chunk id -> ordinal (negative for properties chunks)."""
-    from daemon.search.filters import Filters
+    from ragd.daemon.search.filters import Filters
 
     engine = app.search_engine
     app.embedder.warm_up()
@@ -97,7 +97,7 @@ def run_legs(app: Any, queries: Sequence[str], document: Callable[[str], str] = 
 def fuse(lg: Legs, doc_of: dict[int, str], ordinal: dict[int, int], setting: Setting | str,
          k: int = K, guard: bool = True) -> list[str]:
     """The top ``k`` documents of one query under one setting, as the engine ranks them."""
-    from daemon.search.fusion import (
+    from ragd.daemon.search.fusion import (
         best_per_note,
         collapse,
         keep_sure,
@@ -223,7 +223,7 @@ def main() -> None:
     home, _ = scifact_home(root, False)
     if not (home / "data" / "catalog.sqlite").is_file():
         sys.exit(f"error: no index at {home}: run `bench/quality.py --home {root}` first")
-    from daemon.settings.config import SearchConfig
+    from ragd.daemon.settings.config import SearchConfig
 
     c = SearchConfig()
     default: Setting = (c.z_semantic_weight, c.z_note_weight, c.z_keyword_weight)

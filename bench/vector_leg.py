@@ -67,9 +67,9 @@ def real_vectors(quality_home: Path, home: Path | None = None) -> np.ndarray:
 
 
 def embed_texts(texts: list[str]) -> np.ndarray:
-    from daemon.embed.embedding import make_embedder
-    from daemon.settings.config import load_config
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.embed.embedding import make_embedder
+    from ragd.daemon.settings.config import load_config
+    from ragd.daemon.settings.paths import resolve_paths
 
     with tempfile.TemporaryDirectory() as home:
         paths = resolve_paths({"RAGD_HOME": home})
@@ -106,8 +106,8 @@ def grow(base: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
 
 
 def make_store(directory: Path, x: np.ndarray, approx: bool) -> tuple[Any, float]:
-    from daemon.stores.catalog import ChunkRow
-    from daemon.stores.vectors import FaissStore
+    from ragd.daemon.stores.catalog import ChunkRow
+    from ragd.daemon.stores.vectors import FaissStore
 
     store = FaissStore(directory, "bench", x.shape[1], approx_from=0)
     ids = np.arange(1, len(x) + 1)
@@ -173,7 +173,7 @@ def leg_engine(store: Any, catalog: Any, dimension: int) -> Any:
     """A SearchEngine with only what the semantic leg uses."""
     from types import SimpleNamespace
 
-    from daemon.search.engine import SearchEngine
+    from ragd.daemon.search.engine import SearchEngine
 
     engine = SearchEngine.__new__(SearchEngine)
     engine.faiss = store
@@ -235,8 +235,8 @@ CHUNKS_PER_SOURCE = 5
 def filtered_catalog(directory: Path, x: np.ndarray, subsets: Sequence[int]) -> Any:
     """A catalog of len(x) chunks holding x's vectors: a collection (and a sender) per subset
     size, the rest in one more. Chunk ids follow x's rows (id = row + 1)."""
-    from daemon.models import ChunkDraft
-    from daemon.stores.catalog import Catalog, SourceUpdate, text_hash
+    from ragd.daemon.models import ChunkDraft
+    from ragd.daemon.stores.catalog import Catalog, SourceUpdate, text_hash
 
     cat = Catalog(directory / "catalog.sqlite")
     plan = [(f"sub-{n}", n) for n in subsets]
@@ -276,7 +276,7 @@ def timed_leg(fn: Any, queries: np.ndarray) -> tuple[list[list[int]], dict[str, 
 def filtered_legs(cat: Any, ivf: Any, flat: Any, where: str, args: Any, limit: int, k: int
                   ) -> dict[str, Any]:
     """The four ways of a filtered semantic leg, each listing the filter's ids as it would."""
-    from daemon.search.engine import REFINE
+    from ragd.daemon.search.engine import REFINE
 
     engine = leg_engine(ivf, cat, ivf.dimension)
 
@@ -298,7 +298,7 @@ def crossover(base: np.ndarray, n: int, queries: np.ndarray, k: int = 50) -> Non
     approximate index's id selector probing every cell (all), or a quarter of them and more
     only when short (grow), both reranked exactly; and the exact index's selector (flat).
     Recall@10 is against the scan."""
-    from daemon.search.filters import Filters, to_sql
+    from ragd.daemon.search.filters import Filters, to_sql
 
     x = grow(base, n)
     subsets = [s for s in SUBSETS if s * 3 <= n]

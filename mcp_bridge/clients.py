@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from daemon.errors import ConfigError
+from ragd.daemon.errors import ConfigError
 
 SERVER_NAME = "ragd"
 GENERIC_COMMAND = "ragd-mcp"
@@ -89,7 +89,7 @@ def bridge_command() -> tuple[str, list[str]]:
         if (scripts / name).exists():
             return str(scripts / name), []
     # Not installed as a script (a source checkout): run the module with this interpreter.
-    return os.path.abspath(sys.executable), ["-m", "mcp_bridge.server"]
+    return os.path.abspath(sys.executable), ["-m", "ragd.mcp_bridge.server"]
 
 
 def server_entry(client: str, command: str, args: list[str] | None = None,

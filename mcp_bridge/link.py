@@ -13,11 +13,11 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from daemon.errors import DaemonUnavailable
-from daemon.settings.paths import Paths, resolve_paths
+from ragd.daemon.errors import DaemonUnavailable
+from ragd.daemon.settings.paths import Paths, resolve_paths
 
 if TYPE_CHECKING:
-    from daemon.ipc.client import Client
+    from ragd.daemon.ipc.client import Client
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +31,14 @@ RACE_WAIT_S = 5.0
 
 # The launcher and the IPC client are imported on first use, off the handshake's path.
 def connect(paths: Paths, **kwargs: Any) -> Client:
-    """daemon.runtime.launch.connect: the running daemon, or a new one started detached."""
-    from daemon.runtime.launch import connect as launch_connect
+    """ragd.daemon.runtime.launch.connect: the running daemon, or a new one started detached."""
+    from ragd.daemon.runtime.launch import connect as launch_connect
 
     return launch_connect(paths, **kwargs)
 
 
 def _find_daemon(paths: Paths) -> str | None:
-    from daemon.ipc.discovery import find_daemon
+    from ragd.daemon.ipc.discovery import find_daemon
 
     return find_daemon(paths)
 
@@ -180,7 +180,7 @@ class DaemonLink:
 
     def _await_other_start(self, failure: DaemonUnavailable) -> Client:
         """Another client may have won the race to start the daemon: wait for it a little."""
-        from daemon.ipc.client import Client
+        from ragd.daemon.ipc.client import Client
 
         deadline = time.monotonic() + RACE_WAIT_S
         while time.monotonic() < deadline:

@@ -31,12 +31,18 @@ import mcp.types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from daemon import __version__
-from daemon.errors import DaemonUnavailable, InvalidArgument, NotFound, ProtocolMismatch, RagdError
-from mcp_bridge.link import CallTimedOut, DaemonLink
-from mcp_bridge.tools import INSTRUCTIONS, TOOLSETS, ToolSpec, as_text, select_tools
-from mcp_bridge.tools_code import code_toolsets, is_error
-from mcp_bridge.tools_concepts import concept_toolsets, is_concept_error
+from ragd.daemon import __version__
+from ragd.daemon.errors import (
+    DaemonUnavailable,
+    InvalidArgument,
+    NotFound,
+    ProtocolMismatch,
+    RagdError,
+)
+from ragd.mcp_bridge.link import CallTimedOut, DaemonLink
+from ragd.mcp_bridge.tools import INSTRUCTIONS, TOOLSETS, ToolSpec, as_text, select_tools
+from ragd.mcp_bridge.tools_code import code_toolsets, is_error
+from ragd.mcp_bridge.tools_concepts import concept_toolsets, is_concept_error
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +53,8 @@ WARM_UP_DELAY_S = 1.0  # for a client that never lists the tools
 # -- configuration ------------------------------------------------------------------------------
 def configured_mcp() -> Any:
     """The ``[mcp]`` settings (config.toml, RAGD_MCP_*); the defaults if it is unreadable."""
-    from daemon.settings.config import McpConfig, load_config
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.settings.config import McpConfig, load_config
+    from ragd.daemon.settings.paths import resolve_paths
 
     try:
         # The daemon writes the default config file; a client launching us should not.
@@ -251,7 +257,7 @@ async def _with_progress(server: Server[Any, Any], spec: ToolSpec, arguments: di
 
 async def _forward_progress(link: DaemonLink, session: Any, token: str | int,
                             collection: Any) -> None:
-    from daemon.ipc.async_client import AsyncClient
+    from ragd.daemon.ipc.async_client import AsyncClient
 
     # The index call itself opens the connection (and starts the daemon if needed).
     with anyio.move_on_after(60):

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from daemon.errors import InvalidArgument
-from daemon.ipc.protocol import (
+from ragd.daemon.errors import InvalidArgument
+from ragd.daemon.ipc.protocol import (
     MAX_FILTER_CHARS,
     MAX_NAME_CHARS,
     MAX_PATH_CHARS,
     MAX_QUERY_CHARS,
 )
-from daemon.settings.policy import check_name, check_path_text, hidden_part, named_document
+from ragd.daemon.settings.policy import check_name, check_path_text, hidden_part, named_document
 
 SEARCH, INDEX = "search", "index"
 TOOLSETS: dict[str, tuple[str, ...]] = {
@@ -366,7 +366,7 @@ def parse_info(args: Mapping[str, Any]) -> dict[str, Any]:
 def parse_convert(args: Mapping[str, Any]) -> dict[str, Any]:
     """rag_convert arguments -> the daemon's ``convert`` params: an absolute path, not hidden,
     not a system file. Only its text is checked here: whether it lies where an AI client may
-    read, exists and converts is the daemon's to say (``daemon.settings.policy``), so a path
+    read, exists and converts is the daemon's to say (``ragd.daemon.settings.policy``), so a path
     outside that reach learns nothing, not even whether it exists."""
     _reject_unknown("rag_convert", args, CONVERT_INPUT)
     raw = args.get("file_path")
@@ -386,7 +386,7 @@ def parse_index(args: Mapping[str, Any]) -> dict[str, Any]:
 
     A relative path is refused: the bridge's working directory is whatever the desktop client
     chose, not a folder the user named. The daemon applies the folder policy
-    (``daemon.settings.policy.check_root``) to the rest.
+    (``ragd.daemon.settings.policy.check_root``) to the rest.
     """
     _reject_unknown("rag_index", args, INDEX_INPUT)
     params: dict[str, Any] = {"collection": check_name(_text(args, "collection", required=True)),
@@ -414,7 +414,7 @@ def parse_index(args: Mapping[str, Any]) -> dict[str, Any]:
             raise InvalidArgument("path", f"{str(path)!r} cannot be looked at: "
                                   f"{exc.strerror or exc}", "pass a folder of yours") from None
         # As written, links and all: the daemon refuses /proc/self/cwd by its name as well
-        # as by what it leads to (daemon.settings.policy.check_root).
+        # as by what it leads to (ragd.daemon.settings.policy.check_root).
         params["path"] = os.path.normpath(path)
     return params
 
@@ -528,10 +528,10 @@ TOOLS: tuple[ToolSpec, ...] = (
 
 def registered_tools() -> tuple[ToolSpec, ...]:
     """Every tool of every toolset: the rag_* tools above, then those of other modules."""
-    from mcp_bridge.tools_code import CODE_TOOLS
-    from mcp_bridge.tools_compat import COMPAT_TOOLS
-    from mcp_bridge.tools_concepts import CONCEPT_TOOLS  # decision 0033
-    from mcp_bridge.tools_notes import NOTES_TOOLS
+    from ragd.mcp_bridge.tools_code import CODE_TOOLS
+    from ragd.mcp_bridge.tools_compat import COMPAT_TOOLS
+    from ragd.mcp_bridge.tools_concepts import CONCEPT_TOOLS  # decision 0033
+    from ragd.mcp_bridge.tools_notes import NOTES_TOOLS
 
     return TOOLS + NOTES_TOOLS + COMPAT_TOOLS + CODE_TOOLS + CONCEPT_TOOLS
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_bridge.tools import SEARCH_TIMEOUT_S, ToolSpec, as_object, passing_args
+from ragd.mcp_bridge.tools import SEARCH_TIMEOUT_S, ToolSpec, as_object, passing_args
 
 CODE = "code"
 
@@ -123,8 +123,8 @@ def code_toolsets(toolsets: list[str] | tuple[str, ...]) -> list[str]:
     if CODE in out:
         return out
     try:
-        from daemon.settings.config import load_config
-        from daemon.settings.paths import resolve_paths
+        from ragd.daemon.settings.config import load_config
+        from ragd.daemon.settings.paths import resolve_paths
 
         if load_config(resolve_paths(), write_default=False).code.groups:
             out.append(CODE)

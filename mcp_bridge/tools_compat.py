@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from daemon.ipc.protocol import MAX_FILTER_CHARS, MAX_QUERY_CHARS
-from mcp_bridge.tools import _object
-from mcp_bridge.tools_notes import (
+from ragd.daemon.ipc.protocol import MAX_FILTER_CHARS, MAX_QUERY_CHARS
+from ragd.mcp_bridge.tools import _object
+from ragd.mcp_bridge.tools_notes import (
     IF_MATCH,
     MAX_CONTENT_CHARS,
     VAULT,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_bridge.tools import SEARCH_TIMEOUT_S, ToolSpec, as_object, passing_args
+from ragd.mcp_bridge.tools import SEARCH_TIMEOUT_S, ToolSpec, as_object, passing_args
 
 CONCEPTS = "concepts"
 
@@ -137,9 +137,9 @@ def concept_toolsets(toolsets: list[str] | tuple[str, ...]) -> list[str]:
     if CONCEPTS in out:
         return out
     try:
-        from daemon.settings.calibrelib import discover_libraries
-        from daemon.settings.config import load_config
-        from daemon.settings.paths import resolve_paths
+        from ragd.daemon.settings.calibrelib import discover_libraries
+        from ragd.daemon.settings.config import load_config
+        from ragd.daemon.settings.paths import resolve_paths
 
         cfg = load_config(resolve_paths(), write_default=False)
         if cfg.concepts.enabled and cfg.calibre.enabled and (

@@ -2,7 +2,7 @@
 passage around a search hit, folders, tags and notes by folder/tag/glob, link suggestions,
 and (only with ``[mcp] writes``) safe writes.
 
-Pure data and functions like ``mcp_bridge.tools``: the checks here name the parameter and
+Pure data and functions like ``ragd.mcp_bridge.tools``: the checks here name the parameter and
 the fix; the daemon checks again and decides about paths (containment, hidden folders).
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from daemon.errors import InvalidArgument
-from daemon.ipc.protocol import MAX_FILTER_CHARS, MAX_NAME_CHARS, MAX_PATH_CHARS
-from mcp_bridge.tools import SEARCH_TIMEOUT_S, ToolSpec, _object, _reject_unknown
+from ragd.daemon.errors import InvalidArgument
+from ragd.daemon.ipc.protocol import MAX_FILTER_CHARS, MAX_NAME_CHARS, MAX_PATH_CHARS
+from ragd.mcp_bridge.tools import SEARCH_TIMEOUT_S, ToolSpec, _object, _reject_unknown
 
 NOTES = "notes"
 WRITE_TIMEOUT_S = 120.0  # a write answers once the writer committed it (seconds, usually)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from daemon.stores.catalog import ChunkRow
+from ragd.daemon.stores.catalog import ChunkRow
 
 
 def row(i: int, text: str = "alpha beta", path: str = "a/b/n.md", *, title: str = "",

@@ -45,7 +45,7 @@ def corpus_path(*parts: str) -> Path:
 def real_embedder() -> Iterator[object]:
     """The real default model, loaded once per test session (it takes ~10 s to import)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from daemon.embed.embedding import SentenceTransformerEmbedder
+    from ragd.daemon.embed.embedding import SentenceTransformerEmbedder
 
     emb = SentenceTransformerEmbedder()
     emb.warm_up()

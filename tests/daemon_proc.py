@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from daemon.ipc.client import Client
-from daemon.ipc.discovery import find_daemon
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.ipc.client import Client
+from ragd.daemon.ipc.discovery import find_daemon
+from ragd.daemon.settings.paths import resolve_paths
 
 T = TypeVar("T")
 
@@ -46,7 +46,7 @@ class DaemonProc:
     def start(self) -> DaemonProc:
         env = {**os.environ, "RAGD_HOME": str(self.home), "HF_HUB_OFFLINE": "1",
                "RAGD_DAEMON_DEBOUNCE_MS": os.environ.get("RAGD_DAEMON_DEBOUNCE_MS", "150")}
-        args = [sys.executable, "-m", "daemon.cli.main", "daemon"]
+        args = [sys.executable, "-m", "ragd.daemon.cli.main", "daemon"]
         if self.vault is not None:
             args += ["--vault", str(self.vault)]
         with open(self.log, "ab") as log:

@@ -45,7 +45,7 @@ def processes_of(home: Path, marker: str) -> list[int]:
 
 def worker_pids(home: Path) -> list[int]:
     """The conversion workers of the daemon using ``home``."""
-    return processes_of(home, "daemon.convert.worker")
+    return processes_of(home, "ragd.daemon.convert.worker")
 
 
 def alive(pid: int) -> bool:

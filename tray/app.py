@@ -5,7 +5,7 @@ connection to the daemon (starting one when none answers, reconnecting with back
 goes away), reads its progress events on a second connection and polls ``status`` as a
 fallback; and an action thread, so no IPC call ever blocks the menu.
 
-Everything shown comes from :func:`tray.viewmodel.build_view`; this module only renders that
+Everything shown comes from :func:`ragd.tray.viewmodel.build_view`; this module only renders that
 view with pystray and maps its action ids to IPC calls. Light on purpose: the IPC client and
 the standard library; pystray and Pillow are imported when the icon is made (``import pystray``
 without a display raises Xlib's DisplayNameError, which :func:`load_pystray` turns into a
@@ -27,17 +27,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from daemon import __version__
-from daemon.errors import DaemonUnavailable, RagdError
-from daemon.ipc.client import Client
-from daemon.runtime.launch import connect
-from daemon.settings.paths import Paths, resolve_paths
-from tray import backend_choice
-from tray import viewmodel as vm
-from tray.autostart import Autostart, AutostartStatus
-from tray.backends import CALL_TIMEOUT_S as ICON_CALL_TIMEOUT_S
-from tray.backends import IconDriver, driver_for
-from tray.desktop import (
+from ragd.daemon import __version__
+from ragd.daemon.errors import DaemonUnavailable, RagdError
+from ragd.daemon.ipc.client import Client
+from ragd.daemon.runtime.launch import connect
+from ragd.daemon.settings.paths import Paths, resolve_paths
+from ragd.tray import backend_choice
+from ragd.tray import viewmodel as vm
+from ragd.tray.autostart import Autostart, AutostartStatus
+from ragd.tray.backends import CALL_TIMEOUT_S as ICON_CALL_TIMEOUT_S
+from ragd.tray.backends import IconDriver, driver_for
+from ragd.tray.desktop import (
     load_pystray,
     notice_once,
     open_path,
@@ -45,7 +45,7 @@ from tray.desktop import (
     setup_logging,
     tray_lock,
 )
-from tray.icons import icon_image, platform_size
+from ragd.tray.icons import icon_image, platform_size
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ class TrayApp:
                 client.close()
         if self.icon is not None:
             driver = self._driver or IconDriver(self.icon)
-            # After any update in flight, never beside one (see tray.backends).
+            # After any update in flight, never beside one (see ragd.tray.backends).
             locked = self._icon_lock.acquire(timeout=ICON_CALL_TIMEOUT_S)
             try:
                 driver.stop()

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 from typing import Protocol
 
-from daemon.errors import ConfigError, RagdError
+from ragd.daemon.errors import ConfigError, RagdError
 
 DESKTOP_FILE = "ragd.desktop"
 SYSTEMD_UNIT = "ragd.service"
@@ -265,14 +265,14 @@ class Autostart:
             exe = PureWindowsPath(self.python)
             if exe.name.lower() == "python.exe":
                 exe = exe.with_name("pythonw.exe")
-            return [str(exe), "-m", "tray.app"]
+            return [str(exe), "-m", "ragd.tray.app"]
         script = Path(self.python).with_name("ragd-tray")
         if script.is_file() and os.access(script, os.X_OK):
             return [str(script)]
-        return [self.python, "-m", "tray.app"]
+        return [self.python, "-m", "ragd.tray.app"]
 
     def daemon_command(self) -> list[str]:
-        return [self.python, "-m", "daemon.cli.main", "daemon"]
+        return [self.python, "-m", "ragd.daemon.cli.main", "daemon"]
 
     def carried_env(self) -> dict[str, str]:
         return {k: self.env[k] for k in CARRIED_ENV if self.env.get(k)}

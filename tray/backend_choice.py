@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.settings.paths import Paths
+from ragd.daemon.settings.paths import Paths
 
 log = logging.getLogger(__name__)
 
@@ -266,8 +266,8 @@ def probe(env: Mapping[str, str] | None = None, *, ask_session: bool = True) -> 
 
 def configured(paths: Paths) -> str:
     """``[tray] backend`` from the configuration; ``auto`` when it cannot be read."""
-    from daemon.errors import RagdError
-    from daemon.settings.config import load_config
+    from ragd.daemon.errors import RagdError
+    from ragd.daemon.settings.config import load_config
 
     try:
         return str(load_config(paths, write_default=False).tray.backend)

@@ -2,7 +2,7 @@
 
 For every backend but one, pystray's public API is thread-safe enough: gtk and appindicator
 hand each call to GLib's loop, win32 posts messages, and on macOS the app already calls from
-the main thread (see :meth:`tray.app.TrayApp._on_gui_thread`).
+the main thread (see :meth:`ragd.tray.app.TrayApp._on_gui_thread`).
 
 The xorg backend is the exception. It hands each call (icon, title, show, stop) from the
 calling thread to its loop thread as an X client message sent over the icon's own python-xlib

@@ -11,8 +11,8 @@ import subprocess
 import sys
 from typing import Any
 
-from daemon.errors import ConfigError, RagdError
-from daemon.settings.paths import Paths
+from ragd.daemon.errors import ConfigError, RagdError
+from ragd.daemon.settings.paths import Paths
 
 log = logging.getLogger(__name__)
 LOCK_NAME = "tray.lock"
@@ -22,7 +22,7 @@ NO_DISPLAY_HINT = ("run ragd-tray inside your desktop session (DISPLAY or WAYLAN
 
 
 def load_pystray(backend: str | None = None) -> Any:
-    """Import pystray with ``backend`` (see :mod:`tray.backend_choice`), or raise a ConfigError
+    """Import pystray with ``backend`` (see :mod:`ragd.tray.backend_choice`), or raise a ConfigError
     that says why there can be no icon. ``PYSTRAY_BACKEND``, when set, wins. A backend that
     fails to load (a typelib gone, GTK unable to open the display) gives way to xorg."""
     forced = os.environ.get("PYSTRAY_BACKEND", "")
@@ -116,7 +116,7 @@ def open_path(path: str) -> None:
 
 def tray_lock(paths: Paths) -> Any:
     """One tray per RAGD_HOME: the held lock, or None when another tray holds it."""
-    from daemon.ipc.discovery import try_lock_file
+    from ragd.daemon.ipc.discovery import try_lock_file
 
     paths.ensure()
     try:

@@ -5,7 +5,7 @@ slash, three dots), so the states stay apart for colour-blind users and in monoc
 Pillow is imported inside :func:`icon_image` only: the view model imports :func:`tooltip` from
 here without paying for it.
 
-``python -m tray.icons DIR`` writes the PNGs of every state and size (packaging/icons/).
+``python -m ragd.tray.icons DIR`` writes the PNGs of every state and size (packaging/icons/).
 """
 
 from __future__ import annotations

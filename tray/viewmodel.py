@@ -17,11 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemon import __version__
-from daemon.errors import DaemonUnavailable, ProtocolMismatch, RagdError
-from daemon.skips import describe
-from tray.autostart import AutostartStatus
-from tray.icons import tooltip
+from ragd.daemon import __version__
+from ragd.daemon.errors import DaemonUnavailable, ProtocolMismatch, RagdError
+from ragd.daemon.skips import describe
+from ragd.tray.autostart import AutostartStatus
+from ragd.tray.icons import tooltip
 
 STATES = ("idle", "indexing", "paused", "error", "unreachable", "mismatch", "starting")
 SKIPPED_MENU_CAP = 25  # files listed per collection; the rest are counted
@@ -75,7 +75,7 @@ class TrayView:
     """Everything the tray renders; equal views need no redraw."""
 
     state: str  # one of STATES
-    icon: str  # one of tray.icons.ICON_STATES
+    icon: str  # one of ragd.tray.icons.ICON_STATES
     title: str  # the tooltip
     status_line: str
     progress: float | None = None  # 0-1 while indexing with a known total

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from daemon import __version__
+from ragd.daemon import __version__
 
 
 def _check(name: str, status: str, detail: str, hint: str = "") -> dict[str, Any]:
@@ -17,13 +17,13 @@ def _check(name: str, status: str, detail: str, hint: str = "") -> dict[str, Any
 
 def run_checks() -> list[dict[str, Any]]:
     """Every check, in the order a person would debug: config, vaults, model, indexes."""
-    from daemon.errors import RagdError
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.errors import RagdError
+    from ragd.daemon.settings.paths import resolve_paths
 
     checks = [_check("ragd", "ok", f"ragd {__version__}, Python {sys.version.split()[0]}")]
     paths = resolve_paths()
     try:
-        from daemon.settings.config import load_config
+        from ragd.daemon.settings.config import load_config
 
         config = load_config(paths)
         checks.append(_check("config", "ok", str(paths.config_file)))
@@ -31,7 +31,7 @@ def run_checks() -> list[dict[str, Any]]:
         return checks + [_check("config", "fail", exc.message, exc.hint)]
     checks += _vault_checks(config, paths)
     checks += _mail_checks(config)
-    from daemon.settings.feedreaders import rss_checks
+    from ragd.daemon.settings.feedreaders import rss_checks
 
     checks += [_check(*c) for c in rss_checks(config, sys.platform, os.environ, Path.home(),
                                               config_hint())]
@@ -58,7 +58,7 @@ def _indexed_vaults(paths: Any) -> list[Path]:
 
 
 def _vault_checks(config: Any, paths: Any) -> list[dict[str, Any]]:
-    from daemon.runtime.app import vault_roots
+    from ragd.daemon.runtime.app import vault_roots
 
     roots = ([Path(v).expanduser() for v in config.obsidian.vaults]
              or _indexed_vaults(paths) or vault_roots(config))
@@ -78,7 +78,7 @@ def _vault_checks(config: Any, paths: Any) -> list[dict[str, Any]]:
 
 def _mail_checks(config: Any) -> list[dict[str, Any]]:
     """Configured mail folders, or the Thunderbird folders found, offered (never indexed)."""
-    from daemon.settings.mailfolders import discover_mail_folders
+    from ragd.daemon.settings.mailfolders import discover_mail_folders
 
     configured = [Path(p).expanduser() for p in config.email.paths]
     if configured and config.email.enabled:
@@ -99,7 +99,7 @@ def _mail_checks(config: Any) -> list[dict[str, Any]]:
 
 
 def config_hint() -> str:
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.settings.paths import resolve_paths
 
     return str(resolve_paths().config_file)
 
@@ -118,11 +118,11 @@ class _Warnings(logging.Handler):
 def _model_checks(config: Any, paths: Any) -> list[dict[str, Any]]:
     """Load the model as the daemon does (``make_embedder``: the configured backend, its
     fallback included) and embed one text; name the backend that answered."""
-    from daemon.embed.embedding import SENTENCE_TRANSFORMERS, make_embedder
+    from ragd.daemon.embed.embedding import SENTENCE_TRANSFORMERS, make_embedder
 
     model, configured = config.embedding.model, config.embedding.backend
     caught = _Warnings()
-    logger = logging.getLogger("daemon.embed.embedding")
+    logger = logging.getLogger("ragd.daemon.embed.embedding")
     logger.addHandler(caught)
     try:
         emb = make_embedder(config.embedding, paths.data_dir)
@@ -145,7 +145,7 @@ def _model_checks(config: Any, paths: Any) -> list[dict[str, Any]]:
 def _index_checks(paths: Any, config: Any) -> list[dict[str, Any]]:
     if not Path(paths.catalog_path).exists():
         return [_check("index", "warn", "nothing indexed yet", "run `ragd index`")]
-    from daemon.runtime.app import App
+    from ragd.daemon.runtime.app import App
 
     with App(paths, config) as app:
         c = app.consistency()
@@ -167,7 +167,7 @@ def _index_checks(paths: Any, config: Any) -> list[dict[str, Any]]:
 
 def tray_checks(configured: str, desktop: Any = None) -> list[dict[str, Any]]:
     """The tray backend this session would get, and the system packages a menu still needs."""
-    from tray import backend_choice
+    from ragd.tray import backend_choice
 
     desktop = desktop or backend_choice.probe()
     choice = backend_choice.choose(configured, desktop)

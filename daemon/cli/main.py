@@ -1,6 +1,6 @@
 """The `ragd` command line. The only module that prints.
 
-Errors from daemon.errors are translated here once: a message, a hint, a non-zero exit.
+Errors from ragd.daemon.errors are translated here once: a message, a hint, a non-zero exit.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from daemon import __version__
-from daemon.errors import RagdError
-from daemon.skips import describe
+from ragd.daemon import __version__
+from ragd.daemon.errors import RagdError
+from ragd.daemon.skips import describe
 
 log = logging.getLogger("ragd")
 
@@ -121,10 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 # -- in-process commands ------------------------------------------------------------------------
 def _open_app(args: argparse.Namespace, overrides: dict[str, Any] | None = None,
               on_progress: Any = None, sample: bool = False) -> Any:
-    from daemon.ipc.discovery import acquire_instance_lock
-    from daemon.runtime.app import App
-    from daemon.settings.config import load_config
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.ipc.discovery import acquire_instance_lock
+    from ragd.daemon.runtime.app import App
+    from ragd.daemon.settings.config import load_config
+    from ragd.daemon.settings.paths import resolve_paths
 
     paths = resolve_paths()
     config = load_config(paths, overrides)
@@ -145,13 +145,13 @@ def cmd_index(args: argparse.Namespace) -> int:
         # working directory is the user's, before the daemon (elsewhere) sees it.
         args.path = os.path.abspath(os.path.expanduser(args.path))
     if _daemon_running() and args.path and not args.collection:
-        from daemon.errors import AlreadyRunning
+        from ragd.daemon.errors import AlreadyRunning
 
         raise AlreadyRunning("the ragd daemon is running and owns the index",
                              "stop it first (`ragd stop`), or set the vault in config.toml")
     if _daemon_running():
         # The daemon owns the index: ask it, and draw its live progress.
-        from daemon.cli.remote import remote_index
+        from ragd.daemon.cli.remote import remote_index
 
         params = {"collection": args.collection, "path": args.path, "wait": True,
                   "rebuild": args.rebuild, "allow_large": args.allow_large}
@@ -163,7 +163,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {}
     if args.path and not args.collection:
         overrides["obsidian.vaults"] = [args.path]
-    from daemon.cli.progress import IndexBar
+    from ragd.daemon.cli.progress import IndexBar
 
     bar = IndexBar(enabled=not args.json and sys.stderr.isatty()
                    or os.environ.get("RAGD_PROGRESS") == "1")
@@ -173,7 +173,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         if app.sample_vault is not None and not args.json:
             print(sample_notice(app.sample_vault), file=sys.stderr, flush=True)
         if args.rebuild:
-            from daemon.stores import index_names
+            from ragd.daemon.stores import index_names
 
             which = index_names(args.rebuild)
             t0 = time.perf_counter()
@@ -191,7 +191,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         else:
             names = None
         if not app.catalog.collections():
-            from daemon.errors import ConfigError
+            from ragd.daemon.errors import ConfigError
 
             raise ConfigError("no vault found to index",
                               "pass its folder: `ragd index ~/path/to/vault`, or set "
@@ -264,9 +264,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if _daemon_running():
         answer = _remote_convert_whole(path)
     else:
-        from daemon.convert.documents import DocumentSettings, convert_file, open_documents
-        from daemon.settings.config import load_config
-        from daemon.settings.paths import resolve_paths
+        from ragd.daemon.convert.documents import DocumentSettings, convert_file, open_documents
+        from ragd.daemon.settings.config import load_config
+        from ragd.daemon.settings.paths import resolve_paths
 
         paths = resolve_paths()
         paths.ensure()
@@ -285,8 +285,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 def _remote_convert_whole(path: str) -> dict[str, Any]:
     """Every piece of a conversion, joined; the same bytes throughout, or a clear error."""
-    from daemon.errors import RagdError
-    from daemon.runtime.launch import connect
+    from ragd.daemon.errors import RagdError
+    from ragd.daemon.runtime.launch import connect
 
     params: dict[str, Any] = {"file_path": path, "max_chars": CONVERT_PIECE_CHARS}
     with connect(call_timeout=300.0) as client:  # answered while the model loads (0032)
@@ -304,10 +304,10 @@ def _remote_convert_whole(path: str) -> dict[str, Any]:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from daemon.search.params import build_request
+    from ragd.daemon.search.params import build_request
 
     if _daemon_running():
-        from daemon.cli.remote import remote_search
+        from ragd.daemon.cli.remote import remote_search
 
         answer = remote_search(search_params(args))
         print(json.dumps(answer, indent=2, ensure_ascii=False) if args.json
@@ -346,7 +346,7 @@ def format_results(answer: dict[str, Any], explain: bool = False) -> str:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from daemon.cli.doctor import run_checks
+    from ragd.daemon.cli.doctor import run_checks
 
     checks = run_checks()
     if args.json:
@@ -362,7 +362,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def _remote(name: str) -> Any:
     def run(args: argparse.Namespace) -> int:
-        from daemon.cli import remote as cli_remote
+        from ragd.daemon.cli import remote as cli_remote
 
         return int(getattr(cli_remote, name)(args))
 
@@ -370,8 +370,8 @@ def _remote(name: str) -> Any:
 
 
 def _daemon_running() -> bool:
-    from daemon.ipc.discovery import find_daemon
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.ipc.discovery import find_daemon
+    from ragd.daemon.settings.paths import resolve_paths
 
     return find_daemon(resolve_paths()) is not None
 
@@ -389,11 +389,11 @@ COMMANDS = {"index": cmd_index, "search": cmd_search, "convert": cmd_convert, "d
             "daemon": _remote("cmd_daemon"), "start": _remote("cmd_start"),
             "stop": _remote("cmd_stop"), "status": _remote("cmd_status"),
             "pause": _remote("cmd_pause"), "resume": _remote("cmd_resume"),
-            "mcp": _lazy("mcp_bridge.server", "cmd_mcp"),
-            "mcp-config": _lazy("mcp_bridge.clients", "cmd_mcp_config"),
-            "tray": _lazy("tray.app", "cmd_tray"),
-            "autostart": _lazy("tray.autostart", "cmd_autostart"),
-            "secret": _lazy("daemon.settings.secrets", "cmd_secret")}
+            "mcp": _lazy("ragd.mcp_bridge.server", "cmd_mcp"),
+            "mcp-config": _lazy("ragd.mcp_bridge.clients", "cmd_mcp_config"),
+            "tray": _lazy("ragd.tray.app", "cmd_tray"),
+            "autostart": _lazy("ragd.tray.autostart", "cmd_autostart"),
+            "secret": _lazy("ragd.daemon.settings.secrets", "cmd_secret")}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -66,7 +66,7 @@ class EmbedProgress:
 
 class IndexBar:
     """A tqdm bar on stderr (so JSON on stdout stays clean), one per collection, fed with
-    indexer :class:`~daemon.indexer.pipeline.Progress` objects or the daemon's progress events.
+    indexer :class:`~ragd.daemon.indexer.pipeline.Progress` objects or the daemon's progress events.
     Safe to feed from one thread and close from another."""
 
     def __init__(self, enabled: bool) -> None:

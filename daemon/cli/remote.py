@@ -8,10 +8,16 @@ import sys
 import threading
 from typing import Any
 
-from daemon.errors import DaemonUnavailable
-from daemon.ipc.client import Client
-from daemon.runtime.launch import STOP_TIMEOUT_S, connect, running_pid, spawn_daemon, stop_daemon
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.errors import DaemonUnavailable
+from ragd.daemon.ipc.client import Client
+from ragd.daemon.runtime.launch import (
+    STOP_TIMEOUT_S,
+    connect,
+    running_pid,
+    spawn_daemon,
+    stop_daemon,
+)
+from ragd.daemon.settings.paths import resolve_paths
 
 # A request sent to a starting daemon waits for the model (the daemon gives up after 180 s).
 STARTING_CALL_TIMEOUT_S = 240.0
@@ -20,8 +26,8 @@ PHASE_WORDS = {"loading model": "loading the model", "opening index": "opening t
 
 def cmd_daemon(args: argparse.Namespace) -> int:
     """Run the daemon in the foreground (what systemd, launchd, the tray and `start` run)."""
-    from daemon.runtime.service import Daemon, setup_logging
-    from daemon.settings.config import load_config
+    from ragd.daemon.runtime.service import Daemon, setup_logging
+    from ragd.daemon.settings.config import load_config
 
     paths = resolve_paths()
     overrides = {"obsidian.vaults": [args.vault]} if getattr(args, "vault", None) else None
@@ -189,7 +195,7 @@ def remote_convert(file_path: str) -> dict[str, Any]:
 
 def remote_index(params: dict[str, Any], show_progress: bool) -> Any:
     """Ask the daemon to index, drawing its live progress events as a progress bar."""
-    from daemon.cli.progress import IndexBar
+    from ragd.daemon.cli.progress import IndexBar
 
     paths = resolve_paths()
     done = threading.Event()

@@ -24,10 +24,10 @@ from urllib.parse import unquote, urlparse
 
 import numpy as np
 
-from daemon.concepts import categories as cats
-from daemon.concepts import extract
-from daemon.embed.embedding import Embedder
-from daemon.stores.concepts import ConceptStore, DocRecord
+from ragd.daemon.concepts import categories as cats
+from ragd.daemon.concepts import extract
+from ragd.daemon.embed.embedding import Embedder
+from ragd.daemon.stores.concepts import ConceptStore, DocRecord
 
 log = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from daemon.concepts.categories import Category
-from daemon.concepts.extract import normalise, sentences
-from daemon.concepts.queries import ConceptTable, Library, not_found, validation
+from ragd.daemon.concepts.categories import Category
+from ragd.daemon.concepts.extract import normalise, sentences
+from ragd.daemon.concepts.queries import ConceptTable, Library, not_found, validation
 
 
 def _doc_brief(d: dict[str, Any], metadata: bool) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from daemon.concepts.extract import STOPWORDS, normalise
-from daemon.stores.concepts import ConceptStore, unblob
+from ragd.daemon.concepts.extract import STOPWORDS, normalise
+from ragd.daemon.stores.concepts import ConceptStore, unblob
 
 CATALOG_LIMIT = 10
 CHUNK_LIMIT = 20

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from daemon.convert.bounds import TRUNCATED, text_budget
-from daemon.convert.converters import Converted, ConvertSkip, decode, open_zip
-from daemon.convert.formats import PAGE_HEADING
-from daemon.convert.markdown import html_to_markdown, join_blocks, plain_text
+from ragd.daemon.convert.bounds import TRUNCATED, text_budget
+from ragd.daemon.convert.converters import Converted, ConvertSkip, decode, open_zip
+from ragd.daemon.convert.formats import PAGE_HEADING
+from ragd.daemon.convert.markdown import html_to_markdown, join_blocks, plain_text
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +215,7 @@ def _run_ebook_convert(cmd: list[str]) -> tuple[int, str]:
     the conversion time limit, on stop): ebook-convert and whatever it started go with it,
     and on Linux the kernel kills it if the worker dies any other way (decision 0024).
     Elsewhere (in process) it gets a group of its own, killed whole past its limit."""
-    from daemon.convert import lifeline
+    from ragd.daemon.convert import lifeline
 
     shared = lifeline.owns_group()
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

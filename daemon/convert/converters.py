@@ -1,8 +1,8 @@
 """Bytes of a document -> markdown, one function per format.
 
-Runs inside the worker process (``daemon.convert.worker``) for every format that parses binary
+Runs inside the worker process (``ragd.daemon.convert.worker``) for every format that parses binary
 or nested structure; the libraries are imported on first use there, never in the daemon.
-Expected failures raise :class:`ConvertSkip` with a stable code from ``daemon.skips``.
+Expected failures raise :class:`ConvertSkip` with a stable code from ``ragd.daemon.skips``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemon.convert.bounds import TRUNCATED, cut, text_budget
-from daemon.convert.markdown import html_to_markdown, html_to_text, md_table, plain_text
+from ragd.daemon.convert.bounds import TRUNCATED, cut, text_budget
+from ragd.daemon.convert.markdown import html_to_markdown, html_to_text, md_table, plain_text
 
 # A zip-based document (DOCX, PPTX, XLSX, EPUB) may expand to at most this much, and at most
 # this many times its own size: past either it is a decompression bomb, not a document.
@@ -39,7 +39,7 @@ class Converted:
 
 
 class ConvertSkip(Exception):
-    """An expected failure: the file is skipped with ``code`` (see ``daemon.skips``)."""
+    """An expected failure: the file is skipped with ``code`` (see ``ragd.daemon.skips``)."""
 
     def __init__(self, code: str, detail: str) -> None:
         super().__init__(f"{code}: {detail}")
@@ -48,7 +48,7 @@ class ConvertSkip(Exception):
 
 
 def convert(fmt: str, data: bytes, *, ocr: bool = True) -> Converted:
-    """Convert ``data`` of format ``fmt`` (a name from ``daemon.convert.formats``)."""
+    """Convert ``data`` of format ``fmt`` (a name from ``ragd.daemon.convert.formats``)."""
     if not data:
         raise ConvertSkip("empty", "file has zero bytes")
     fn = _CONVERTERS.get(fmt) or _book_converter(fmt) or _feed_converter(fmt)
@@ -63,7 +63,7 @@ def convert(fmt: str, data: bytes, *, ocr: bool = True) -> Converted:
 
 
 def bounded(out: Converted, size: int) -> Converted:
-    """``out`` cut to the text a file of ``size`` bytes may produce (daemon.convert.bounds);
+    """``out`` cut to the text a file of ``size`` bytes may produce (ragd.daemon.convert.bounds);
     a cut document says so in its metadata (``text_truncated``: the characters produced)."""
     markdown, was_cut = cut(out.markdown, text_budget(size))
     if not was_cut:
@@ -74,7 +74,7 @@ def bounded(out: Converted, size: int) -> Converted:
 # -- shared checks -----------------------------------------------------------------------------
 def decode(data: bytes) -> str:
     """Text of a text format (UTF-8/16/32 by BOM, else Windows-1252), as notes are decoded."""
-    from daemon.sources.vault import decode_text
+    from ragd.daemon.sources.vault import decode_text
 
     decoded = decode_text(data)
     if not isinstance(decoded, tuple):
@@ -195,8 +195,8 @@ def _lazy(module: str, name: str, what: str) -> Callable[[bytes], Converted]:
 
 
 def _book_converter(fmt: str) -> Callable[[bytes], Converted] | None:
-    """A Calibre book's chapters (``calibre-<format>``, daemon.sources.calibrebook)."""
-    from daemon.sources.calibrebook import BOOK_PREFIX, convert_book, is_book_format
+    """A Calibre book's chapters (``calibre-<format>``, ragd.daemon.sources.calibrebook)."""
+    from ragd.daemon.sources.calibrebook import BOOK_PREFIX, convert_book, is_book_format
 
     if not is_book_format(fmt):
         return None
@@ -205,23 +205,23 @@ def _book_converter(fmt: str) -> Callable[[bytes], Converted] | None:
 
 
 def _feed_converter(fmt: str) -> Callable[[bytes], Converted] | None:
-    """A feed's entries (``feed:<max entries>``, daemon.sources.feedparse, decision 0029)."""
-    from daemon.sources.feedparse import feed_converter
+    """A feed's entries (``feed:<max entries>``, ragd.daemon.sources.feedparse, decision 0029)."""
+    from ragd.daemon.sources.feedparse import feed_converter
 
     fn: Callable[[bytes], Converted] | None = feed_converter(fmt)
     return fn
 
 
 _CONVERTERS: dict[str, Callable[[bytes], Converted]] = {
-    "pdf": _lazy("daemon.convert.books", "convert_pdf", "PDF"),
-    "epub": _lazy("daemon.convert.books", "convert_epub", "EPUB"),
-    "mobi": _lazy("daemon.convert.books", "convert_mobi", "MOBI"),
-    "docx": _lazy("daemon.convert.office", "convert_docx", "DOCX"),
-    "pptx": _lazy("daemon.convert.office", "convert_pptx", "PPTX"),
-    "xlsx": _lazy("daemon.convert.office", "convert_xlsx", "XLSX"),
+    "pdf": _lazy("ragd.daemon.convert.books", "convert_pdf", "PDF"),
+    "epub": _lazy("ragd.daemon.convert.books", "convert_epub", "EPUB"),
+    "mobi": _lazy("ragd.daemon.convert.books", "convert_mobi", "MOBI"),
+    "docx": _lazy("ragd.daemon.convert.office", "convert_docx", "DOCX"),
+    "pptx": _lazy("ragd.daemon.convert.office", "convert_pptx", "PPTX"),
+    "xlsx": _lazy("ragd.daemon.convert.office", "convert_xlsx", "XLSX"),
     "html": guarded("HTML", convert_html),
     "mail_html": guarded("HTML", convert_mail_html),
-    "latex": _lazy("daemon.convert.latex", "convert_latex", "LaTeX"),
+    "latex": _lazy("ragd.daemon.convert.latex", "convert_latex", "LaTeX"),
     "csv": guarded("CSV", convert_csv),
     "markdown": convert_markdown,
     "txt": convert_text,

@@ -1,7 +1,7 @@
 """The doc store: converted markdown cached by content hash + converter version.
 
 The same bytes convert once, whatever their path or collection: the key is the file's sha256,
-the format and the converter's version (``daemon.convert.formats``), so a new converter
+the format and the converter's version (``ragd.daemon.convert.formats``), so a new converter
 version converts again and an old result is never served for it. Layout under the data
 folder's ``docstore/``:
 
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from daemon.convert.formats import Format
-from daemon.models import Skip
+from ragd.daemon.convert.formats import Format
+from ragd.daemon.models import Skip
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class DocStore:
     def _convert(self, fmt: Format, data: bytes) -> dict[str, Any] | Skip:
         if fmt.in_worker:
             return self.converter.convert(fmt.name, data)
-        from daemon.convert.converters import ConvertSkip, convert
+        from ragd.daemon.convert.converters import ConvertSkip, convert
 
         try:
             out = convert(fmt.name, data)

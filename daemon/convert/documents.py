@@ -1,9 +1,9 @@
 """Documents as sources (a collection's PDFs, DOCX, ...) and one document on request
 (rag_convert), both through the doc store.
 
-Every read goes through ``daemon.sources.containment.open_inside``: a collection's document
+Every read goes through ``ragd.daemon.sources.containment.open_inside``: a collection's document
 only inside the collection's root, a rag_convert file only inside the folder that lets the
-caller read it (``daemon.settings.policy.convert_target``), as the regular file it names.
+caller read it (``ragd.daemon.settings.policy.convert_target``), as the regular file it names.
 """
 
 from __future__ import annotations
@@ -14,16 +14,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from daemon.convert.bounds import TRUNCATED, cut
-from daemon.convert.docstore import Conversion, DocStore
-from daemon.convert.formats import DOCUMENT_SUFFIXES, IMAGE_SUFFIXES, format_for, supported_list
-from daemon.errors import PathRefused, RagdError
-from daemon.models import Document, Skip
-from daemon.settings.policy import Reach, Target, convert_target, path_kind
-from daemon.sources.files import read_bytes
+from ragd.daemon.convert.bounds import TRUNCATED, cut
+from ragd.daemon.convert.docstore import Conversion, DocStore
+from ragd.daemon.convert.formats import (
+    DOCUMENT_SUFFIXES,
+    IMAGE_SUFFIXES,
+    format_for,
+    supported_list,
+)
+from ragd.daemon.errors import PathRefused, RagdError
+from ragd.daemon.models import Document, Skip
+from ragd.daemon.settings.policy import Reach, Target, convert_target, path_kind
+from ragd.daemon.sources.files import read_bytes
 
 if TYPE_CHECKING:
-    from daemon.settings.config import Config
+    from ragd.daemon.settings.config import Config
 
 
 class ConversionFailed(RagdError):
@@ -95,7 +100,7 @@ def _refusal(target: Target, skip: Skip) -> RagdError:
     if skip.code in ("symlink_loop", "outside_root"):
         return PathRefused("file_path", f"{named}: {skip.detail}",
                            "pass the path of the document itself", code=skip.code)
-    from daemon.skips import describe
+    from ragd.daemon.skips import describe
 
     name = target.rel.rpartition("/")[2]
     return ConversionFailed(f"{name} cannot be converted ({skip.code}): {skip.detail}",
@@ -106,7 +111,7 @@ def convert_file(docs: DocStore, file_path: object, *, max_bytes: int,
                  reach: Reach | None = None, keep_outside: bool = False, offset: int = 0,
                  max_chars: int = REPLY_CHARS) -> dict[str, Any]:
     """The rag_convert answer for ``file_path``: an absolute path to a regular file in a
-    supported format, that ``reach`` lets the caller read (``daemon.settings.policy``; no
+    supported format, that ``reach`` lets the caller read (``ragd.daemon.settings.policy``; no
     reach: the command line, which reads any path). At most ``max_chars`` characters of the
     markdown from ``offset`` on; ``truncated`` says more follows, from ``next_offset``.
 
@@ -191,7 +196,7 @@ class Documents:
 
 def open_documents(docstore_dir: Path, settings: DocumentSettings | None = None) -> Documents:
     """The doc store under ``docstore_dir`` with its conversion worker (started on first use)."""
-    from daemon.convert.process import ConversionWorker
+    from ragd.daemon.convert.process import ConversionWorker
 
     settings = settings or DocumentSettings()
     worker = ConversionWorker(timeout_s=settings.timeout_s, memory_mb=settings.max_memory_mb)

@@ -15,10 +15,10 @@ import re
 import time
 from typing import TYPE_CHECKING
 
-from daemon.models import Skip
+from ragd.daemon.models import Skip
 
 if TYPE_CHECKING:
-    from daemon.convert.docstore import Converter
+    from ragd.daemon.convert.docstore import Converter
 
 MAIL_HTML = "mail_html"  # the worker's format: HTML to plain text
 MAX_TAGS = 200_000  # a heavy newsletter has a few thousand

@@ -1,6 +1,6 @@
 """A child's lifeline to the daemon: when the daemon dies, its conversion worker dies too.
 
-The daemon kills its workers on the way out (``daemon.convert.process``), but a daemon killed
+The daemon kills its workers on the way out (``ragd.daemon.convert.process``), but a daemon killed
 outright (SIGKILL, a crash, the OOM killer) runs no code. So the worker watches its parent
 itself, with what each system offers (decision 0024):
 

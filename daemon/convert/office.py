@@ -11,8 +11,8 @@ import io
 import re
 from typing import Any
 
-from daemon.convert.converters import Converted, open_zip
-from daemon.convert.markdown import join_blocks, md_table, plain_text
+from ragd.daemon.convert.converters import Converted, open_zip
+from ragd.daemon.convert.markdown import join_blocks, md_table, plain_text
 
 _HEADING_STYLE = re.compile(r"Heading (\d)")
 MAX_SHEET_CELLS = 2_000_000  # cells kept of one workbook; a note says when more were cut

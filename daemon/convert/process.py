@@ -14,7 +14,7 @@ No child outlives the daemon (decision 0024):
 - A worker leads its own process group (POSIX) and is killed as a group, so the programs it
   runs (ebook-convert, Tesseract) and theirs go with it. On Windows it runs in a Job object
   that kills it and its children when the daemon's handle closes, however the daemon ends.
-- A worker watches its parent (``daemon.convert.lifeline``): on Linux the kernel kills it
+- A worker watches its parent (``ragd.daemon.convert.lifeline``): on Linux the kernel kills it
   when the daemon dies; elsewhere it notices within half a second.
 - Every child is started from one long-lived thread (:class:`_Spawner`), because Linux's
   death signal follows the *thread* that started a child, and reading ahead runs on pool
@@ -40,8 +40,8 @@ from pathlib import Path
 from queue import SimpleQueue
 from typing import Any
 
-from daemon.errors import ConverterBusy
-from daemon.models import Skip
+from ragd.daemon.errors import ConverterBusy
+from ragd.daemon.models import Skip
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class ConversionWorker:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PROJECT_ROOT, env.get("PYTHONPATH"))
                                             if p)
-        cmd = [sys.executable, "-m", "daemon.convert.worker", "--memory-mb",
+        cmd = [sys.executable, "-m", "ragd.daemon.convert.worker", "--memory-mb",
                str(self.memory_mb), "--parent-pid", str(os.getpid())]
         child = start_child(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
                             memory_mb=self.memory_mb)
@@ -339,7 +339,7 @@ def start_child(cmd: Sequence[str], *, memory_mb: int = 0, **kwargs: Any) -> _Ch
     """Start ``cmd`` as a child that will not outlive the daemon: in a process group of its
     own (POSIX; killed as one), from the spawner thread, in a kill-on-close Job object with
     a memory limit of ``memory_mb`` (Windows). The child sets its own death signal (Linux):
-    the worker does so first thing (``daemon.convert.lifeline``)."""
+    the worker does so first thing (``ragd.daemon.convert.lifeline``)."""
     if os.name == "nt":
         kwargs.setdefault("creationflags", getattr(subprocess, "CREATE_NO_WINDOW", 0))
     else:

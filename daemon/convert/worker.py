@@ -1,7 +1,7 @@
 """The conversion worker: a child process that turns document bytes into markdown.
 
 The daemon never imports a converter library: it starts this process (``python -m
-daemon.convert.worker``), sends it one document at a time and waits a bounded time for the
+ragd.daemon.convert.worker``), sends it one document at a time and waits a bounded time for the
 answer. A pathological file can exhaust the worker's memory limit, crash a native library or
 loop forever: the worker dies or is killed, the file is skipped with a code, and the next
 document gets a fresh worker. The worker never opens a path: the daemon reads the file
@@ -42,7 +42,7 @@ def limit_memory(megabytes: int) -> None:
 
 def handle(header: dict[str, Any], data: bytes) -> dict[str, Any]:
     """Convert one document; every outcome is an answer, never an exception."""
-    from daemon.convert.converters import ConvertSkip, convert
+    from ragd.daemon.convert.converters import ConvertSkip, convert
 
     try:
         out = convert(str(header.get("format")), data, ocr=bool(header.get("ocr", True)))
@@ -82,13 +82,13 @@ def serve(inp: BinaryIO, out: BinaryIO) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m daemon.convert.worker")
+    parser = argparse.ArgumentParser(prog="python -m ragd.daemon.convert.worker")
     parser.add_argument("--memory-mb", type=int, default=0)
     parser.add_argument("--parent-pid", type=int, default=0,
                         help="the daemon's pid: the worker ends when it does")
     args = parser.parse_args(argv)
     if args.parent_pid:  # first: a worker must never outlive the daemon (decision 0024)
-        from daemon.convert.lifeline import die_with_parent
+        from ragd.daemon.convert.lifeline import die_with_parent
 
         die_with_parent(args.parent_pid)
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr,

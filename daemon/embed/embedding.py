@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from daemon.errors import ConfigError
-from daemon.text.chunking import CHUNKER_VERSION, tokenizer_counter
+from ragd.daemon.errors import ConfigError
+from ragd.daemon.text.chunking import CHUNKER_VERSION, tokenizer_counter
 
 if TYPE_CHECKING:
-    from daemon.settings.config import EmbeddingConfig
+    from ragd.daemon.settings.config import EmbeddingConfig
 
 log = logging.getLogger(__name__)
 
@@ -256,8 +256,8 @@ def make_embedder(config: EmbeddingConfig, data_dir: Path) -> Embedder:
 
     if config.backend == SENTENCE_TRANSFORMERS:
         return reference()
-    from daemon.embed.onnx_embedder import OnnxEmbedder, Unsupported
-    from daemon.embed.onnx_export import ensure_graph
+    from ragd.daemon.embed.onnx_embedder import OnnxEmbedder, Unsupported
+    from ragd.daemon.embed.onnx_export import ensure_graph
 
     try:
         if config.device != "cpu":

@@ -1,6 +1,6 @@
 """The ONNX Runtime embedder: tokenizers + onnxruntime + numpy, no torch.
 
-The graph is the model's transformer alone, exported once by :mod:`daemon.embed.onnx_export` into
+The graph is the model's transformer alone, exported once by :mod:`ragd.daemon.embed.onnx_export` into
 the data folder. Pooling and normalisation run here in numpy, as the model's own
 sentence-transformers config says (``modules.json`` and ``1_Pooling/config.json``), so one
 graph serves any pooling mode and the code that is verified at export is the code that runs.
@@ -27,7 +27,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from daemon.text.chunking import tokenizer_counter
+from ragd.daemon.text.chunking import tokenizer_counter
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +242,7 @@ class OnnxEmbedder:
 
     @property
     def fingerprint(self) -> str:
-        from daemon.embed.embedding import make_fingerprint
+        from ragd.daemon.embed.embedding import make_fingerprint
 
         return make_fingerprint(self.model_name, self.dimension, True, self.max_tokens,
                                 backend=self.backend)

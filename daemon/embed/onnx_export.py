@@ -2,7 +2,7 @@
 
 This is the only code that needs torch and sentence-transformers for the ONNX backend, and
 it runs once per model folder (at the first start with an ONNX backend, or ahead of time with
-``python -m daemon.embed.onnx_export``). The result is checked against sentence-transformers on a
+``python -m ragd.daemon.embed.onnx_export``). The result is checked against sentence-transformers on a
 fixed sample before it is used; the cosines are kept in the manifest beside the graphs.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from daemon.embed.onnx_embedder import (
+from ragd.daemon.embed.onnx_embedder import (
     GRAPH_FILES,
     INT8_MODE,
     ONNX,
@@ -94,7 +94,7 @@ def ensure_graph(model: str, model_path: str, models_dir: Path, *, threads: int 
     """The folder of a verified export of this model, exporting it now if there is none.
 
     With ``in_subprocess`` the export runs in a child process (``python -m
-    daemon.embed.onnx_export``), so the calling process (the daemon) never imports torch, even the
+    ragd.daemon.embed.onnx_export``), so the calling process (the daemon) never imports torch, even the
     first time. Raises :class:`Unsupported` with the reason when the model cannot run on ONNX
     (a failed export is remembered in its manifest, so it is not retried on every start).
     """
@@ -139,7 +139,7 @@ def _export_in_child(model: str, model_path: str, models_dir: Path, threads: int
     started = time.monotonic()
     log.info("exporting %s to ONNX once, in a child process (about half a minute): %s",
              model, models_dir)
-    cmd = [sys.executable, "-m", "daemon.embed.onnx_export", "--model", model, "--model-path",
+    cmd = [sys.executable, "-m", "ragd.daemon.embed.onnx_export", "--model", model, "--model-path",
            str(model_path), "--models-dir", str(models_dir), "--threads", str(threads)]
     env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
     done = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8",
@@ -285,8 +285,8 @@ def _publish(tmp: Path, directory: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m daemon.embed.onnx_export``: export (or re-export) the configured model now."""
-    parser = argparse.ArgumentParser(prog="python -m daemon.embed.onnx_export", description=__doc__)
+    """``python -m ragd.daemon.embed.onnx_export``: export (or re-export) the configured model now."""
+    parser = argparse.ArgumentParser(prog="python -m ragd.daemon.embed.onnx_export", description=__doc__)
     parser.add_argument("--model", help="model name or folder (default: embedding.model)")
     parser.add_argument("--force", action="store_true", help="delete an earlier export first")
     parser.add_argument("--model-path", help=argparse.SUPPRESS)
@@ -294,12 +294,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    from daemon.embed.embedding import default_threads, models_dir, resolve_model_path
+    from ragd.daemon.embed.embedding import default_threads, models_dir, resolve_model_path
 
     model, root, threads = args.model, args.models_dir, args.threads
     if not (model and root and threads):
-        from daemon.settings.config import load_config
-        from daemon.settings.paths import resolve_paths
+        from ragd.daemon.settings.config import load_config
+        from ragd.daemon.settings.paths import resolve_paths
 
         paths = resolve_paths()
         config = load_config(paths, write_default=False)

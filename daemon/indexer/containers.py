@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from daemon.models import FileState
-from daemon.stores.catalog import ContainerRecord
+from ragd.daemon.models import FileState
+from ragd.daemon.stores.catalog import ContainerRecord
 
 
 @dataclass(frozen=True)

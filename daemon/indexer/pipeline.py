@@ -24,24 +24,24 @@ from typing import Any
 
 import numpy as np
 
-from daemon.convert.bounds import MAX_TEXT_CHARS, TRUNCATED, cut
-from daemon.embed.embedding import Embedder
-from daemon.errors import Interrupted
-from daemon.indexer.containers import plan_containers
-from daemon.indexer.readahead import CarryKey, EntryStream, Loader, ReadAhead
-from daemon.indexer.reconcile import Plan, RetryClock, reconcile
-from daemon.models import ChunkDraft, Document, FileState, Skip
-from daemon.sources.base import (
+from ragd.daemon.convert.bounds import MAX_TEXT_CHARS, TRUNCATED, cut
+from ragd.daemon.embed.embedding import Embedder
+from ragd.daemon.errors import Interrupted
+from ragd.daemon.indexer.containers import plan_containers
+from ragd.daemon.indexer.readahead import CarryKey, EntryStream, Loader, ReadAhead
+from ragd.daemon.indexer.reconcile import Plan, RetryClock, reconcile
+from ragd.daemon.models import ChunkDraft, Document, FileState, Skip
+from ragd.daemon.sources.base import (
     ContainerKind,
     Entry,
     SourceKind,
     read_source_bytes,
     sha256_file,
 )
-from daemon.sources.files import prefix_fingerprint
-from daemon.stores import IndexStore, backlog
-from daemon.stores.backlog import Counts
-from daemon.stores.catalog import (
+from ragd.daemon.sources.files import prefix_fingerprint
+from ragd.daemon.stores import IndexStore, backlog
+from ragd.daemon.stores.backlog import Counts
+from ragd.daemon.stores.catalog import (
     Catalog,
     Collection,
     ContainerRecord,
@@ -50,8 +50,8 @@ from daemon.stores.catalog import (
     date_int,
     text_hash,
 )
-from daemon.text.chunking import chunk_markdown
-from daemon.text.properties import properties_chunks
+from ragd.daemon.text.chunking import chunk_markdown
+from ragd.daemon.text.properties import properties_chunks
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from daemon.errors import Interrupted
-from daemon.models import FileState
-from daemon.sources.base import Entry
+from ragd.daemon.errors import Interrupted
+from ragd.daemon.models import FileState
+from ragd.daemon.sources.base import Entry
 
 T = TypeVar("T")
 S = TypeVar("S")

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from daemon.models import FileState, SourceRecord
+from ragd.daemon.models import FileState, SourceRecord
 
 # Skips that may succeed on a plain retry, even when the file's stat did not change: cheap to
 # try again (a stat and an open), so every sweep does.

@@ -11,7 +11,7 @@ import os
 import socket
 import stat
 
-from daemon.errors import AlreadyRunning, ConfigError, InvalidArgument
+from ragd.daemon.errors import AlreadyRunning, ConfigError, InvalidArgument
 
 log = logging.getLogger(__name__)
 

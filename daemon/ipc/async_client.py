@@ -1,6 +1,6 @@
 """The asyncio client of the daemon: many concurrent calls on one connection, and events.
 
-Used by the MCP bridge; like :mod:`daemon.ipc.client` it imports only the standard library,
+Used by the MCP bridge; like :mod:`ragd.daemon.ipc.client` it imports only the standard library,
 the protocol module and the errors module.
 """
 
@@ -13,10 +13,10 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from daemon.errors import DaemonUnavailable, RagdError
-from daemon.ipc import protocol as p
-from daemon.ipc.address import is_pipe_address
-from daemon.ipc.client import (
+from ragd.daemon.errors import DaemonUnavailable, RagdError
+from ragd.daemon.ipc import protocol as p
+from ragd.daemon.ipc.address import is_pipe_address
+from ragd.daemon.ipc.client import (
     _ERROR_PIPE_BUSY,
     DEFAULT_TIMEOUT,
     GONE_HINT,

@@ -1,4 +1,4 @@
-"""The blocking client of the daemon (the asyncio one is :mod:`daemon.ipc.async_client`).
+"""The blocking client of the daemon (the asyncio one is :mod:`ragd.daemon.ipc.async_client`).
 
 Used by the CLI, the tray and the MCP bridge, so it imports only the standard library, the
 protocol module and the errors module; a test checks that in a fresh interpreter.
@@ -20,10 +20,10 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from daemon.errors import DaemonUnavailable, InvalidArgument, ProtocolMismatch, RagdError
-from daemon.ipc import protocol as p
-from daemon.ipc.address import is_pipe_address
-from daemon.ipc.pipes import token_for
+from ragd.daemon.errors import DaemonUnavailable, InvalidArgument, ProtocolMismatch, RagdError
+from ragd.daemon.ipc import protocol as p
+from ragd.daemon.ipc.address import is_pipe_address
+from ragd.daemon.ipc.pipes import token_for
 
 if TYPE_CHECKING:
     pass

@@ -17,10 +17,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from daemon.errors import AlreadyRunning
-from daemon.ipc.address import socket_answers
-from daemon.ipc.pipes import remember_token
-from daemon.settings.paths import Paths
+from ragd.daemon.errors import AlreadyRunning
+from ragd.daemon.ipc.address import socket_answers
+from ragd.daemon.ipc.pipes import remember_token
+from ragd.daemon.settings.paths import Paths
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The note methods' params (decision 0028), built with the protocol's other models.
 
-Kept apart from ``daemon.ipc.protocol`` so that the note tools add a few lines there; light
+Kept apart from ``ragd.daemon.ipc.protocol`` so that the note tools add a few lines there; light
 like it: pydantic is imported only when the daemon first validates a request.
 """
 
@@ -25,7 +25,7 @@ def build_models(base: Any) -> dict[str, Any]:
 
     from pydantic import Field
 
-    from daemon.ipc.protocol import MAX_FILTER_CHARS, MAX_NAME_CHARS, MAX_PATH_CHARS
+    from ragd.daemon.ipc.protocol import MAX_FILTER_CHARS, MAX_NAME_CHARS, MAX_PATH_CHARS
 
     Name = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
     Filter = Annotated[str, Field(max_length=MAX_FILTER_CHARS)]

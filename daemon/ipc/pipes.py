@@ -12,7 +12,7 @@ remote clients (FIELD-NOTES, "Windows named pipes"). So on Windows the daemon:
 - writes a random token to that status file, which lies in the user's own profile
   (``%LOCALAPPDATA%``, readable by the user, SYSTEM and administrators only), and refuses a
   ``hello`` that does not carry it (:func:`token_accepted`). A client learns the token where
-  it learns the address: :func:`daemon.ipc.discovery.find_daemon` hands it to
+  it learns the address: :func:`ragd.daemon.ipc.discovery.find_daemon` hands it to
   :func:`remember_token`, and the client's hello sends :func:`token_for` the address.
 
 On a Unix socket (mode 0600 in a 0700 directory) the kernel already does all this; the

@@ -20,7 +20,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from daemon.errors import InvalidArgument, PathRefused, ProtocolMismatch, RagdError
+from ragd.daemon.errors import InvalidArgument, PathRefused, ProtocolMismatch, RagdError
 
 PROTOCOL_VERSION = 1
 JSONRPC_VERSION = "2.0"
@@ -38,7 +38,7 @@ METHODS: tuple[str, ...] = (
     "hello", "status", "search", "list_collections", "collection_info", "index", "pause",
     "resume", "shutdown", "subscribe", "skipped", "convert", "doc_store_info",
 )
-from daemon.ipc.notes_params import NOTE_METHODS  # noqa: E402  (decision 0028)
+from ragd.daemon.ipc.notes_params import NOTE_METHODS  # noqa: E402  (decision 0028)
 
 METHODS += NOTE_METHODS
 METHODS += ("code_search", "code_context", "code_explain", "code_status", "code_docs",
@@ -50,7 +50,7 @@ METHODS += tuple("concepts_" + m for m in (
 
 RESTART_HINT = "restart the daemon: `ragd stop && ragd start`"
 
-# Every client accepts replies up to this size (``daemon.ipc.client.MAX_REPLY_BYTES``); the
+# Every client accepts replies up to this size (``ragd.daemon.ipc.client.MAX_REPLY_BYTES``); the
 # daemon never sends a bigger frame: such a reply becomes a ``reply_too_large`` error.
 MAX_REPLY_BYTES = 64 * 1024 * 1024
 
@@ -72,7 +72,7 @@ def speaks_for_user(client: str | None) -> bool:
 MAX_QUERY_CHARS = 200_000  # a pasted page of 20,000 words is a supported query (decision 0019)
 MAX_FILTER_CHARS = 1_000  # sender, author, folder, a tag
 MAX_NAME_CHARS = 256  # collection, source_type, mode, rebuild, date_from/to
-MAX_PATH_CHARS = 4096  # the same as daemon.settings.policy.MAX_PATH_CHARS
+MAX_PATH_CHARS = 4096  # the same as ragd.daemon.settings.policy.MAX_PATH_CHARS
 MAX_TAGS = 100
 MAX_CONVERT_CHARS = 2_000_000  # the most one convert reply may carry: < 12 MB as JSON
 
@@ -378,7 +378,7 @@ def _build_models() -> dict[str, Any]:
         collection: Name
 
     class ConvertParams(_Params):
-        file_path: PathText  # absolute; where it may lie: daemon.settings.policy.convert_target
+        file_path: PathText  # absolute; where it may lie: ragd.daemon.settings.policy.convert_target
         # A long document in pieces (the command line; rag_convert has only file_path).
         offset: Annotated[int, Field(ge=0)] = 0
         max_chars: Annotated[int, Field(ge=1, le=MAX_CONVERT_CHARS)] | None = None
@@ -392,7 +392,7 @@ def _build_models() -> dict[str, Any]:
         client: str
         protocol: int
 
-    from daemon.ipc.notes_params import build_models as note_models
+    from ragd.daemon.ipc.notes_params import build_models as note_models
 
     return {"search": SearchParams, "index": IndexParams,
             "collection_info": CollectionInfoParams, "hello": HelloParams,

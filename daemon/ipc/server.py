@@ -20,19 +20,19 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from daemon.errors import (
+from ragd.daemon.errors import (
     AccessDenied,
     AlreadyRunning,
     ConfigError,
     ProtocolMismatch,
     RagdError,
 )
-from daemon.ipc import protocol as p
-from daemon.ipc.address import clear_stale_socket, validate_pipe_name
-from daemon.ipc.pipes import pipe_name, serve_pipe, token_accepted
+from ragd.daemon.ipc import protocol as p
+from ragd.daemon.ipc.address import clear_stale_socket, validate_pipe_name
+from ragd.daemon.ipc.pipes import pipe_name, serve_pipe, token_accepted
 
 if TYPE_CHECKING:
-    from daemon.settings.paths import Paths
+    from ragd.daemon.settings.paths import Paths
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ import re
 from collections import Counter
 from typing import Any
 
-from daemon.errors import InvalidArgument
-from daemon.stores.catalog import Collection
+from ragd.daemon.errors import InvalidArgument
+from ragd.daemon.stores.catalog import Collection
 
 MAX_LIST = 10_000  # rows one listing answers at most (`total` says how many matched)
 MAX_PATTERN_CHARS = 512

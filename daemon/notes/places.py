@@ -5,7 +5,7 @@ refused by its text before anything is looked at when it is absolute, climbs out
 names a hidden file or folder (``.obsidian/``, ``.trash/``, ``.git/``) or one of ``[index]
 exclude``: none of those are notes of the vault, and nothing is ever written there. Where a
 path leads once links are followed is checked against the vault's real root by the reader
-(``daemon.sources.containment``) and the writer (``daemon.notes.writing``).
+(``ragd.daemon.sources.containment``) and the writer (``ragd.daemon.notes.writing``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import posixpath
 from collections.abc import Sequence
 from typing import Any
 
-from daemon.errors import InvalidArgument, PathRefused
-from daemon.ipc.protocol import MAX_PATH_CHARS
+from ragd.daemon.errors import InvalidArgument, PathRefused
+from ragd.daemon.ipc.protocol import MAX_PATH_CHARS
 
 VAULT_HINT = "call without `vault` to use the default vault, or name one rag_list_collections " \
              "lists with type system and a vault description (obsidian, obsidian-<name>)"

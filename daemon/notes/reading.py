@@ -1,9 +1,9 @@
 """Read one note: its text (or one section), properties, tags, links and backlinks, and an etag.
 
-The file is read from disk through the containment rule (``daemon.sources.containment``), so a
+The file is read from disk through the containment rule (``ragd.daemon.sources.containment``), so a
 note read is the note as saved now, and a link that leads out of the vault is refused like any
 other read. The etag is the SHA-256 of the file's bytes: every write takes it back as
-``if_match`` (``daemon.notes.writing``), so a change made in between is never overwritten.
+``if_match`` (``ragd.daemon.notes.writing``), so a change made in between is never overwritten.
 """
 
 from __future__ import annotations
@@ -15,20 +15,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from daemon.errors import InvalidArgument, PathRefused
-from daemon.models import Document, Skip
-from daemon.notes.places import clean_rel
-from daemon.sources.files import read_bytes
-from daemon.sources.vault import (
+from ragd.daemon.errors import InvalidArgument, PathRefused
+from ragd.daemon.models import Document, Skip
+from ragd.daemon.notes.places import clean_rel
+from ragd.daemon.sources.files import read_bytes
+from ragd.daemon.sources.vault import (
     _frontmatter_tags,
     _inline_tags,
     _mask_code,
     decode_text,
     parse_note,
 )
-from daemon.stores import links
-from daemon.stores.catalog import Collection
-from daemon.text.headings import find_headings
+from ragd.daemon.stores import links
+from ragd.daemon.stores.catalog import Collection
+from ragd.daemon.text.headings import find_headings
 
 MAX_NOTE_BYTES = 20 * 1024 * 1024  # what a note read loads at most (a note, not a video)
 _RESOLVERS: dict[int, tuple[tuple[int, float, int], links.Resolver]] = {}

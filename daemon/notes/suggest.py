@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from daemon.search.filters import Filters, to_sql
-from daemon.stores import links
-from daemon.stores.catalog import Collection
+from ragd.daemon.search.filters import Filters, to_sql
+from ragd.daemon.stores import links
+from ragd.daemon.stores.catalog import Collection
 
 PER_SECTION = 40  # neighbours fetched per section of the note
 MAX_SECTIONS = 24  # sections of a long note that ask (the longest ones)

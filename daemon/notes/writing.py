@@ -1,6 +1,6 @@
 """Safe writes to a vault (decision 0028): contained, atomic, and never over someone's change.
 
-- **Where**: the path's text is checked first (``daemon.notes.places``: relative, no '..', no
+- **Where**: the path's text is checked first (``ragd.daemon.notes.places``: relative, no '..', no
   hidden or excluded component, so never ``.obsidian/``); then the parent folder's real path
   must lie inside the vault's real root, and an existing target must be a regular file whose
   real path lies inside it too (a link out of the vault is refused as ``outside_root``).
@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from daemon.errors import InvalidArgument, PathRefused
-from daemon.notes.places import WriteRefused
-from daemon.notes.reading import etag_of
-from daemon.sources.containment import inside, real_root
-from daemon.stores import links
+from ragd.daemon.errors import InvalidArgument, PathRefused
+from ragd.daemon.notes.places import WriteRefused
+from ragd.daemon.notes.reading import etag_of
+from ragd.daemon.sources.containment import inside, real_root
+from ragd.daemon.stores import links
 
 MAX_WRITE_BYTES = 20 * 1024 * 1024
 

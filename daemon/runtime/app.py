@@ -14,22 +14,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from daemon.convert.docstore import DocStore
-from daemon.convert.documents import Documents, DocumentSettings, open_documents
-from daemon.convert.process import ConversionCancelled, ConversionWorker
-from daemon.embed.embedding import Embedder, make_embedder
-from daemon.errors import ConfigError, Interrupted, InvalidArgument, RootRefused
-from daemon.indexer.pipeline import Indexer, IndexReport, Progress
-from daemon.search.engine import SearchEngine, SearchSettings
-from daemon.settings.config import Config
-from daemon.settings.paths import Paths
-from daemon.settings.policy import check_name, check_new_name, check_root
-from daemon.settings.vaults import discover_vaults
-from daemon.sources.base import kind_for
-from daemon.stores.catalog import Catalog, Collection
-from daemon.stores.feeds import feed_stats
-from daemon.stores.fulltext import open_keyword_store, record_backend
-from daemon.stores.vectors import FaissStore
+from ragd.daemon.convert.docstore import DocStore
+from ragd.daemon.convert.documents import Documents, DocumentSettings, open_documents
+from ragd.daemon.convert.process import ConversionCancelled, ConversionWorker
+from ragd.daemon.embed.embedding import Embedder, make_embedder
+from ragd.daemon.errors import ConfigError, Interrupted, InvalidArgument, RootRefused
+from ragd.daemon.indexer.pipeline import Indexer, IndexReport, Progress
+from ragd.daemon.search.engine import SearchEngine, SearchSettings
+from ragd.daemon.settings.config import Config
+from ragd.daemon.settings.paths import Paths
+from ragd.daemon.settings.policy import check_name, check_new_name, check_root
+from ragd.daemon.settings.vaults import discover_vaults
+from ragd.daemon.sources.base import kind_for
+from ragd.daemon.stores.catalog import Catalog, Collection
+from ragd.daemon.stores.feeds import feed_stats
+from ragd.daemon.stores.fulltext import open_keyword_store, record_backend
+from ragd.daemon.stores.vectors import FaissStore
 
 log = logging.getLogger(__name__)
 
@@ -165,9 +165,9 @@ class App:
     def register_system_collections(self) -> list[Collection]:
         """Register the configured (or discovered) vaults, the first as `obsidian`, and the
         configured mail paths, the first as `email`."""
-        from daemon.runtime import sample
-        from daemon.runtime.codegroups import register_code_groups
-        from daemon.runtime.feeds import register_rss
+        from ragd.daemon.runtime import sample
+        from ragd.daemon.runtime.codegroups import register_code_groups
+        from ragd.daemon.runtime.feeds import register_rss
 
         out = (self._register_vaults() + self._register_mail() + self._register_calibre()
                + register_rss(self) + register_code_groups(self))
@@ -181,7 +181,7 @@ class App:
     def _register_calibre(self) -> list[Collection]:
         """Each library of ``[calibre] libraries`` (else the one Calibre's own settings name)
         is a collection: `calibre`, then `calibre-<name>`."""
-        from daemon.settings.calibrelib import METADATA_DB, discover_libraries
+        from ragd.daemon.settings.calibrelib import METADATA_DB, discover_libraries
 
         out: list[Collection] = []
         if not self.config.calibre.enabled:
@@ -224,7 +224,7 @@ class App:
         return out
 
     def _register_vaults(self) -> list[Collection]:
-        from daemon.runtime import sample
+        from ragd.daemon.runtime import sample
 
         out: list[Collection] = []
         if not self.config.obsidian.enabled:
@@ -264,7 +264,7 @@ class App:
 
     def create_project(self, name: str, path: str, *, allow_large: bool = False) -> Collection:
         """A user-named project collection over a folder the path policy allows
-        (``daemon.settings.policy``); ``allow_large`` lifts ``index.max_files`` for it."""
+        (``ragd.daemon.settings.policy``); ``allow_large`` lifts ``index.max_files`` for it."""
         existing = self.catalog.collection(name)
         if existing is not None and existing.type != "project":
             raise InvalidArgument("collection", f"{name!r} is a {existing.type} collection",
@@ -353,7 +353,7 @@ class App:
         coll = dataclasses.replace(coll, root=str(root))
         only = self.catalog.get_meta(_MAIL_ONLY + coll.name) or None
         if coll.kind == "code":  # a group of repositories (decision 0030)
-            from daemon.runtime.codegroups import code_kind
+            from ragd.daemon.runtime.codegroups import code_kind
 
             kind: Any = code_kind(self, coll, paths)
         else:

@@ -13,12 +13,12 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from daemon.errors import RagdError
-from daemon.text.symbols import normalise_language
+from ragd.daemon.errors import RagdError
+from ragd.daemon.text.symbols import normalise_language
 
 if TYPE_CHECKING:
-    from daemon.ipc.server import Connection
-    from daemon.runtime.service import Daemon
+    from ragd.daemon.ipc.server import Connection
+    from ragd.daemon.runtime.service import Daemon
 
 INVALID = "Invalid input"
 NOT_READY = "Search index not initialized"
@@ -89,8 +89,8 @@ def _code_groups(app: Any) -> list[str]:
 
 def _hits(app: Any, query: str, top_k: int) -> list[dict[str, Any]]:
     """Hybrid search over every code group, over-fetched for the filters applied after."""
-    from daemon.search.engine import SearchRequest
-    from daemon.search.filters import Filters
+    from ragd.daemon.search.engine import SearchRequest
+    from ragd.daemon.search.filters import Filters
 
     if not _code_groups(app):
         raise Refused(NOT_READY, "no code group is indexed: add one under [code] groups in "
@@ -189,7 +189,7 @@ def count_tokens(text: str) -> int:
 def context(app: Any, p: dict[str, Any]) -> dict[str, Any]:
     """A file's symbols, then the tests and interfaces that name them, under ``max_tokens``
     (counted with the embedding model's own tokenizer)."""
-    from daemon.stores.code_sources import symbols_in_file, symbols_named
+    from ragd.daemon.stores.code_sources import symbols_in_file, symbols_named
 
     file_path = _path(p, "file_path", required=True)
     tests = _bool(p, "include_tests", True)
@@ -246,7 +246,7 @@ def _assemble(primary: list[str], related: list[str], max_tokens: int) -> dict[s
 
 
 def explain(app: Any, p: dict[str, Any]) -> dict[str, Any]:
-    from daemon.stores.code_sources import symbols_in_file, symbols_named
+    from ragd.daemon.stores.code_sources import symbols_in_file, symbols_named
 
     file_path = _path(p, "file_path")
     name = _str(p, "name")
@@ -285,8 +285,8 @@ def explain(app: Any, p: dict[str, Any]) -> dict[str, Any]:
 
 
 def status(app: Any, d: Any, p: dict[str, Any]) -> dict[str, Any]:
-    from daemon.runtime.app import iso_time
-    from daemon.stores.code_sources import code_counts
+    from ragd.daemon.runtime.app import iso_time
+    from ragd.daemon.stores.code_sources import code_counts
 
     counts = code_counts(app.catalog)
     health = ("not_initialized" if not counts["groups"] else
@@ -297,7 +297,7 @@ def status(app: Any, d: Any, p: dict[str, Any]) -> dict[str, Any]:
 
 
 def backlog(app: Any, d: Any, p: dict[str, Any]) -> dict[str, Any]:
-    from daemon.sources.backlog_notes import TYPES, MarkdownBacklog, select
+    from ragd.daemon.sources.backlog_notes import TYPES, MarkdownBacklog, select
 
     action = _str(p, "action", required=True)
     if action not in ("search", "get", "list"):

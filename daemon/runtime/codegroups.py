@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from daemon.errors import InvalidArgument
-from daemon.settings.policy import check_new_name, check_root
-from daemon.sources.code import COMMITS, CodeKind, repo_aliases
-from daemon.stores.catalog import Collection
+from ragd.daemon.errors import InvalidArgument
+from ragd.daemon.settings.policy import check_new_name, check_root
+from ragd.daemon.sources.code import COMMITS, CodeKind, repo_aliases
+from ragd.daemon.stores.catalog import Collection
 
 if TYPE_CHECKING:
-    from daemon.runtime.app import App
+    from ragd.daemon.runtime.app import App
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ def hints(raw: Mapping[str, set[str]]) -> dict[str, set[str]]:
 def start_watcher(app: App, on_hints: Any, exclude: Sequence[str], debounce_ms: int) -> Any:
     """A watcher of its own over the repositories of every code group (their ``.git`` refs
     included, which the collections' watcher ignores as hidden)."""
-    from daemon.runtime.watch import Watcher
+    from ragd.daemon.runtime.watch import Watcher
 
     def roots() -> dict[str, str]:
         return watch_roots(app)

@@ -10,13 +10,13 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from daemon.concepts import browse
-from daemon.concepts.analysis import open_catalog_readonly
-from daemon.concepts.queries import Library, Refusal, validation
+from ragd.daemon.concepts import browse
+from ragd.daemon.concepts.analysis import open_catalog_readonly
+from ragd.daemon.concepts.queries import Library, Refusal, validation
 
 if TYPE_CHECKING:
-    from daemon.ipc.server import Connection
-    from daemon.runtime.service import Daemon
+    from ragd.daemon.ipc.server import Connection
+    from ragd.daemon.runtime.service import Daemon
 
 MAX_TEXT = 2000
 
@@ -68,7 +68,7 @@ def catalog_search(lib: Library, fp: str, p: dict[str, Any]) -> dict[str, Any]:
 def broad_chunks_search(lib: Library, fp: str, p: dict[str, Any], app: Any) -> dict[str, Any]:
     """Candidates from the hybrid index (rag_search's, over-fetched), re-scored by 003's
     weights; only chunks of the analysed documents."""
-    from daemon.search.params import build_request
+    from ragd.daemon.search.params import build_request
 
     text = _text(p, "text") or ""
     found = app.search_engine.search(build_request(app.search_engine, query=text, top_k=100))
@@ -83,7 +83,7 @@ def chunks_search(lib: Library, fp: str, p: dict[str, Any]) -> dict[str, Any]:
     with lib.store.reading() as db:
         row = db.execute("SELECT source_id FROM docs WHERE source=?", (source,)).fetchone()
     if row is None:
-        from daemon.concepts.queries import not_found
+        from ragd.daemon.concepts.queries import not_found
 
         raise not_found(f"no analysed document at {source!r}; catalog_search gives the exact "
                         "source path", source=source)

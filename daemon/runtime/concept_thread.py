@@ -15,11 +15,11 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from daemon.concepts.analysis import Analyser, Settings, open_catalog_readonly
-from daemon.stores.concepts import ConceptStore
+from ragd.daemon.concepts.analysis import Analyser, Settings, open_catalog_readonly
+from ragd.daemon.stores.concepts import ConceptStore
 
 if TYPE_CHECKING:
-    from daemon.runtime.service import Daemon
+    from ragd.daemon.runtime.service import Daemon
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from daemon.indexer.pipeline import Indexer
+from ragd.daemon.indexer.pipeline import Indexer
 
 log = logging.getLogger(__name__)
 

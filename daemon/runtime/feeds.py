@@ -12,11 +12,11 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from daemon.settings.feedreaders import READER_DBS
-from daemon.stores.catalog import Collection
+from ragd.daemon.settings.feedreaders import READER_DBS
+from ragd.daemon.stores.catalog import Collection
 
 if TYPE_CHECKING:
-    from daemon.runtime.app import App
+    from ragd.daemon.runtime.app import App
 
 log = logging.getLogger(__name__)
 

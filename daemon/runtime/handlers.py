@@ -11,16 +11,16 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from daemon.errors import IndexFailed, InvalidArgument, RagdError
-from daemon.ipc.protocol import speaks_for_user
-from daemon.runtime.scheduler import EXPLICIT, Job
-from daemon.settings.policy import Reach, allow_folders, check_name, check_root
-from daemon.stores import index_names
+from ragd.daemon.errors import IndexFailed, InvalidArgument, RagdError
+from ragd.daemon.ipc.protocol import speaks_for_user
+from ragd.daemon.runtime.scheduler import EXPLICIT, Job
+from ragd.daemon.settings.policy import Reach, allow_folders, check_name, check_root
+from ragd.daemon.stores import index_names
 
 if TYPE_CHECKING:
-    from daemon.indexer.pipeline import IndexReport
-    from daemon.ipc.server import Connection
-    from daemon.runtime.service import Daemon
+    from ragd.daemon.indexer.pipeline import IndexReport
+    from ragd.daemon.ipc.server import Connection
+    from ragd.daemon.runtime.service import Daemon
 
 Handler = Callable[["Daemon", dict[str, Any], "Connection"], Awaitable[Any]]
 
@@ -36,7 +36,7 @@ async def status(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
 
 
 async def search(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
-    from daemon.search.params import build_request
+    from ragd.daemon.search.params import build_request
 
     app = await d._ready()
     keys = ("query", "collection", "top_k", "source_type", "date_from", "date_to", "sender",
@@ -89,7 +89,7 @@ async def index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
         # An AI client may not make a hidden folder (~/.ssh, ~/.aws) searchable; the folder
         # policy that holds for everyone (system and log folders, ragd's data) follows.
         check_root(path, guarded=guarded(d), hidden=not speaks_for_user(conn.client))
-        from daemon.runtime.codegroups import add_repository, is_code_group
+        from ragd.daemon.runtime.codegroups import add_repository, is_code_group
 
         if is_code_group(app, name):  # a repository joins a code group (decision 0030)
             coll = await asyncio.to_thread(add_repository, app, name, path)
@@ -170,9 +170,9 @@ async def convert(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
     Any caller but the command line reads only inside the collections and ``[convert]
     allow`` (decision 0023), and gets at most ``[convert] max_reply_chars`` per answer.
     """
-    from daemon.convert.documents import convert_file
-    from daemon.errors import PathRefused
-    from daemon.runtime.convert_early import refused_for_now
+    from ragd.daemon.convert.documents import convert_file
+    from ragd.daemon.errors import PathRefused
+    from ragd.daemon.runtime.convert_early import refused_for_now
 
     settings = d.config.convert
     restricted = not speaks_for_user(conn.client)
@@ -205,7 +205,7 @@ def convert_reach(d: Daemon, app: Any, restricted: bool) -> Reach:
     no documents) and, for a restricted caller, ``[convert] allow``. Before the app is open
     (``app`` None) the collections are those the catalog holds already (decision 0032)."""
     if app is None:
-        from daemon.runtime.convert_early import catalog_roots
+        from ragd.daemon.runtime.convert_early import catalog_roots
 
         roots = catalog_roots(d.paths.catalog_path)
     else:
@@ -239,14 +239,14 @@ HANDLERS: dict[str, Handler] = {
     "doc_store_info": doc_store_info,
 }
 
-from daemon.runtime.notes_handlers import NOTE_HANDLERS  # noqa: E402  (decision 0028)
+from ragd.daemon.runtime.notes_handlers import NOTE_HANDLERS  # noqa: E402  (decision 0028)
 
 HANDLERS.update(NOTE_HANDLERS)
 
-from daemon.runtime.code_handlers import CODE_HANDLERS  # noqa: E402  (decision 0030)
+from ragd.daemon.runtime.code_handlers import CODE_HANDLERS  # noqa: E402  (decision 0030)
 
 HANDLERS.update(CODE_HANDLERS)
 
-from daemon.runtime.concept_handlers import CONCEPT_HANDLERS  # noqa: E402  (decision 0033)
+from ragd.daemon.runtime.concept_handlers import CONCEPT_HANDLERS  # noqa: E402  (decision 0033)
 
 HANDLERS.update(CONCEPT_HANDLERS)

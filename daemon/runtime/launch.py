@@ -13,10 +13,10 @@ import sys
 import time
 from collections.abc import Sequence
 
-from daemon.errors import DaemonUnavailable, RagdError
-from daemon.ipc.client import Client
-from daemon.ipc.discovery import daemon_alive, find_daemon, read_status, remove_status
-from daemon.settings.paths import Paths, resolve_paths
+from ragd.daemon.errors import DaemonUnavailable, RagdError
+from ragd.daemon.ipc.client import Client
+from ragd.daemon.ipc.discovery import daemon_alive, find_daemon, read_status, remove_status
+from ragd.daemon.settings.paths import Paths, resolve_paths
 
 START_TIMEOUT_S = 30.0
 RACE_GRACE_S = 5.0
@@ -28,7 +28,7 @@ _ASK_TIMEOUT_S = 2.0  # for the shutdown request itself
 
 def daemon_command(extra: Sequence[str] = ()) -> list[str]:
     """How to run `ragd daemon` with this interpreter (works without the console script)."""
-    return [sys.executable, "-m", "daemon.cli.main", "daemon", *extra]
+    return [sys.executable, "-m", "ragd.daemon.cli.main", "daemon", *extra]
 
 
 def spawn_daemon(paths: Paths, extra: Sequence[str] = ()) -> subprocess.Popen[bytes]:

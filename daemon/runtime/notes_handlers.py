@@ -1,7 +1,7 @@
 """The note methods over IPC (decision 0028): read, list, link, suggest and (opt-in) write.
 
 Reads run on worker threads against the catalog and the files as saved now. Writes change
-the file on disk (``daemon.notes.writing``) and then queue the path as an explicit job for
+the file on disk (``ragd.daemon.notes.writing``) and then queue the path as an explicit job for
 the one writer, waiting until it is committed: the note is searchable when the answer comes,
 and the index stays the writer's alone. The watcher sees the same save and finds nothing
 new to do.
@@ -17,15 +17,15 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from daemon.errors import InvalidArgument, PathRefused
-from daemon.ipc.protocol import speaks_for_user
-from daemon.notes import listing, reading, suggest, writing
-from daemon.notes.places import WriteRefused, clean_rel, note_rel, vault_collection
-from daemon.runtime.scheduler import EXPLICIT, Job
+from ragd.daemon.errors import InvalidArgument, PathRefused
+from ragd.daemon.ipc.protocol import speaks_for_user
+from ragd.daemon.notes import listing, reading, suggest, writing
+from ragd.daemon.notes.places import WriteRefused, clean_rel, note_rel, vault_collection
+from ragd.daemon.runtime.scheduler import EXPLICIT, Job
 
 if TYPE_CHECKING:
-    from daemon.ipc.server import Connection
-    from daemon.runtime.service import Daemon
+    from ragd.daemon.ipc.server import Connection
+    from ragd.daemon.runtime.service import Daemon
 
 Handler = Callable[["Daemon", dict[str, Any], "Connection"], Awaitable[Any]]
 log = logging.getLogger(__name__)
@@ -135,7 +135,7 @@ async def note_search(d: Daemon, params: dict[str, Any], conn: Connection) -> An
     """Search one vault, with vault-relative paths, token counts and front matter: what the
     omni and vault tools return. ``filters`` on front matter fields are checked on an
     over-fetched result list; ``tags`` filters go to the engine."""
-    from daemon.search.params import build_request
+    from ragd.daemon.search.params import build_request
 
     app, coll = await _vault(d, params)
     tags = list(params.get("tags") or [])
@@ -242,7 +242,7 @@ async def note_embeddings(d: Daemon, params: dict[str, Any], conn: Connection) -
 
 
 async def note_suggest(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
-    """Notes this note should link to: see ``daemon.notes.suggest``."""
+    """Notes this note should link to: see ``ragd.daemon.notes.suggest``."""
     app, coll = await _vault(d, params)
     folder = params.get("folder")
     if folder:
@@ -270,8 +270,8 @@ async def note_suggest(d: Daemon, params: dict[str, Any], conn: Connection) -> A
 def writes_enabled(d: Daemon) -> bool:
     """``[mcp] writes`` as the config file and the daemon's environment say now (a change
     to the file needs no restart); the settings it started with if the file is unreadable."""
-    from daemon.errors import RagdError
-    from daemon.settings.config import load_config
+    from ragd.daemon.errors import RagdError
+    from ragd.daemon.settings.config import load_config
 
     try:
         return bool(load_config(d.paths, write_default=False).mcp.writes)
@@ -370,7 +370,7 @@ async def note_delete(d: Daemon, params: dict[str, Any], conn: Connection) -> An
 
 
 async def note_rename(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
-    """Move a note and rewrite the links that resolved to it (see ``daemon.notes.writing``)."""
+    """Move a note and rewrite the links that resolved to it (see ``ragd.daemon.notes.writing``)."""
     app, coll = await _writable(d, params)
     ex = _exclude(d)
 
@@ -410,7 +410,7 @@ async def note_rename(d: Daemon, params: dict[str, Any], conn: Connection) -> An
 
 def _linking_notes(app: Any, coll: Any, row: Any, res: Any) -> list[str]:
     """Paths of the notes whose links resolve to ``row`` (the note itself included)."""
-    from daemon.stores import links
+    from ragd.daemon.stores import links
 
     with app.catalog.reading() as db:
         note = links.NoteName(row["id"], row["path"], tuple(

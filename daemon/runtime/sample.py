@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from daemon.runtime.app import App
-    from daemon.stores.catalog import Collection
+    from ragd.daemon.runtime.app import App
+    from ragd.daemon.stores.catalog import Collection
 
 log = logging.getLogger(__name__)
 

@@ -18,20 +18,20 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from daemon import __version__
-from daemon.errors import Interrupted, RagdError
-from daemon.indexer.pipeline import IndexReport, Progress
-from daemon.ipc import discovery
-from daemon.ipc.protocol import PROTOCOL_VERSION
-from daemon.ipc.server import Connection, IpcServer
-from daemon.runtime.embedding import EmbeddingThread
-from daemon.runtime.handlers import HANDLERS
-from daemon.runtime.scheduler import EXPLICIT, HINT, SWEEP, Job, JobQueue
-from daemon.runtime.stopping import GRACE_S, StopDeadline, force_exit
-from daemon.runtime.watch import Watcher
-from daemon.settings.config import Config
-from daemon.settings.paths import Paths
-from daemon.stores import backlog, index_names
+from ragd.daemon import __version__
+from ragd.daemon.errors import Interrupted, RagdError
+from ragd.daemon.indexer.pipeline import IndexReport, Progress
+from ragd.daemon.ipc import discovery
+from ragd.daemon.ipc.protocol import PROTOCOL_VERSION
+from ragd.daemon.ipc.server import Connection, IpcServer
+from ragd.daemon.runtime.embedding import EmbeddingThread
+from ragd.daemon.runtime.handlers import HANDLERS
+from ragd.daemon.runtime.scheduler import EXPLICIT, HINT, SWEEP, Job, JobQueue
+from ragd.daemon.runtime.stopping import GRACE_S, StopDeadline, force_exit
+from ragd.daemon.runtime.watch import Watcher
+from ragd.daemon.settings.config import Config
+from ragd.daemon.settings.paths import Paths
+from ragd.daemon.stores import backlog, index_names
 
 log = logging.getLogger(__name__)
 
@@ -124,13 +124,13 @@ class Daemon:
             # Windows has no loop signal handlers; nor does a loop off the main thread.
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 self._loop.add_signal_handler(sig, self.request_stop)
-        from daemon.convert.documents import DocumentSettings
-        from daemon.runtime.app import on_demand_documents
+        from ragd.daemon.convert.documents import DocumentSettings
+        from ragd.daemon.runtime.app import on_demand_documents
 
         self.paths.ensure()
         self.on_demand = on_demand_documents(self.paths.docstore_dir,
                                              DocumentSettings.from_config(self.config))
-        from daemon.ipc.pipes import new_token
+        from ragd.daemon.ipc.pipes import new_token
 
         token = new_token() if self.paths.is_windows else None  # decision 0032
         self._server = IpcServer(self._dispatch, version=__version__,
@@ -212,8 +212,8 @@ class Daemon:
         The model comes first: it is the slow part, and it is what a waiting request is told
         about. False (with ``fatal`` set and ``phase`` left at the failed step) on failure.
         """
-        from daemon.embed.embedding import make_embedder
-        from daemon.runtime.app import App
+        from ragd.daemon.embed.embedding import make_embedder
+        from ragd.daemon.runtime.app import App
 
         try:
             self._set_phase(LOADING_MODEL)
@@ -235,7 +235,7 @@ class Daemon:
             self._watcher = Watcher(self.watch_roots, self.config.index.exclude, self.on_hints,
                                     self.config.daemon.debounce_ms, self.mail_collections)
             self._watcher.start()
-            from daemon.runtime.codegroups import start_watcher  # decision 0030
+            from ragd.daemon.runtime.codegroups import start_watcher  # decision 0030
 
             self._code_watcher = start_watcher(self.app, self.on_hints,
                                                self.config.index.exclude,
@@ -243,7 +243,7 @@ class Daemon:
             self._embedding = EmbeddingThread(self.app.indexer, hold=self._hold_embedding,
                                               on_slice=self._on_embedded)
             self._embedding.start()
-            from daemon.runtime.concept_thread import start_concepts  # decision 0033
+            from ragd.daemon.runtime.concept_thread import start_concepts  # decision 0033
 
             self.concepts = start_concepts(self)
             # Catch up with what changed while the daemon was off.

@@ -1,7 +1,7 @@
 """Stopping on time: `ragd stop` returns within 5 s whatever the daemon is doing (decision 0024).
 
 A stop request (``ragd stop``, the tray's Quit, SIGTERM, SIGINT) cancels the conversion under
-way and kills every child process at once (``daemon.convert.process.stop_children``); the
+way and kills every child process at once (``ragd.daemon.convert.process.stop_children``); the
 writer then has ``GRACE_S`` to commit what it read and close the stores. Whatever still runs
 ``DEADLINE_S`` after the request (a long embedding slice, a FAISS write at a million vectors,
 a thread stuck in native code), the process exits: every index write is idempotent and
@@ -18,7 +18,7 @@ import os
 import threading
 from collections.abc import Callable
 
-from daemon.convert.process import live_children, stop_children
+from ragd.daemon.convert.process import live_children, stop_children
 
 log = logging.getLogger(__name__)
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from daemon.convert.formats import page_number
-from daemon.embed.embedding import Embedder
-from daemon.errors import InvalidArgument
-from daemon.search.boilerplate import legs_without_boilerplate, without_boilerplate
-from daemon.search.filters import COLLECTION_TYPES, MODES, Filters, system_family, to_sql
-from daemon.search.fusion import (
+from ragd.daemon.convert.formats import page_number
+from ragd.daemon.embed.embedding import Embedder
+from ragd.daemon.errors import InvalidArgument
+from ragd.daemon.search.boilerplate import legs_without_boilerplate, without_boilerplate
+from ragd.daemon.search.filters import COLLECTION_TYPES, MODES, Filters, system_family, to_sql
+from ragd.daemon.search.fusion import (
     Fused,
     best_per_note,
     collapse,
@@ -32,10 +32,10 @@ from daemon.search.fusion import (
     sure_hits,
     zscore_fusion,
 )
-from daemon.stores.catalog import Catalog, ChunkRow
-from daemon.stores.fulltext import KeywordStore
-from daemon.stores.vectors import FaissStore
-from daemon.text.properties import is_properties
+from ragd.daemon.stores.catalog import Catalog, ChunkRow
+from ragd.daemon.stores.fulltext import KeywordStore
+from ragd.daemon.stores.vectors import FaissStore
+from ragd.daemon.text.properties import is_properties
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from daemon.errors import InvalidArgument
+from ragd.daemon.errors import InvalidArgument
 
 MODES = ("hybrid", "keyword", "semantic")
 COLLECTION_TYPES = ("system", "code", "project")

@@ -61,7 +61,7 @@ def fold_properties(items: Sequence[Fused], source_of: Callable[[int], Hashable]
                     is_properties: Callable[[int], bool]) -> list[Fused]:
     """Show a note's body rather than its properties chunk when both were found.
 
-    A properties chunk (daemon.text.properties) that ranks above its note's body chunks lends its
+    A properties chunk (ragd.daemon.text.properties) that ranks above its note's body chunks lends its
     place, score and leg ranks to the note's best body chunk; one below them adds nothing. A
     note with no body chunk among ``items`` is shown by its properties chunk.
     """

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from daemon.errors import InvalidArgument
-from daemon.search.engine import SearchEngine, SearchRequest
-from daemon.search.filters import Filters, clean_folder, parse_date
+from ragd.daemon.errors import InvalidArgument
+from ragd.daemon.search.engine import SearchEngine, SearchRequest
+from ragd.daemon.search.filters import Filters, clean_folder, parse_date
 
 
 def build_request(engine: SearchEngine, *, query: str, collection: str | None = None,

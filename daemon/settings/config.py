@@ -5,7 +5,7 @@ Layers, later ones winning: built-in defaults < ``config.toml`` < environment va
 of the keys, defaults and descriptions: the commented default file and the documentation table
 are both generated from them, so neither can drift.
 
-Only the standard library, pydantic and platformdirs (through ``daemon.settings.paths``) are imported:
+Only the standard library, pydantic and platformdirs (through ``ragd.daemon.settings.paths``) are imported:
 the CLI reads the config before anything heavy is loaded.
 """
 
@@ -26,11 +26,11 @@ from typing import Any, Literal, get_origin
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
-from daemon.errors import ConfigError
-from daemon.settings.codegroups import CodeConfig
-from daemon.settings.concepts import ConceptsConfig
-from daemon.settings.feedreaders import RssConfig, offered_stores
-from daemon.settings.paths import Paths
+from ragd.daemon.errors import ConfigError
+from ragd.daemon.settings.codegroups import CodeConfig
+from ragd.daemon.settings.concepts import ConceptsConfig
+from ragd.daemon.settings.feedreaders import RssConfig, offered_stores
+from ragd.daemon.settings.paths import Paths
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class EmbeddingConfig(_Section):
         description='What runs the model: "sentence-transformers" (torch), "onnx" (ONNX '
         'Runtime, fp32, no torch at run time) or "onnx-int8" (ONNX Runtime with int8 matrix '
         "multiplies: faster, vectors within ~0.99 cosine of fp32). The ONNX graph is exported "
-        "once into the data folder (python -m daemon.embed.onnx_export); a model that cannot be "
+        "once into the data folder (python -m ragd.daemon.embed.onnx_export); a model that cannot be "
         "exported runs on sentence-transformers. ONNX runs one text at a time (batch_size is "
         "for sentence-transformers). Changing it re-embeds every source",
     )
@@ -418,7 +418,7 @@ def config_reference_markdown() -> str:
 def _mail_found() -> list[str]:
     """Thunderbird's local folders on this machine, to offer in the new config file."""
     try:
-        from daemon.settings.mailfolders import discover_mail_folders
+        from ragd.daemon.settings.mailfolders import discover_mail_folders
 
         return [str(p) for p in discover_mail_folders(sys.platform, os.environ, Path.home())]
     except Exception:  # discovery is a courtesy: never a reason not to start

@@ -3,7 +3,7 @@
 ``paths`` names feed files (RSS, Atom, JSON Feed), folders of them, OPML subscription lists and
 feed readers' stores (Newsboat's ``cache.db``). The first is the collection ``rss``, the others
 ``rss-<name>``. Readers' stores are found the way Thunderbird's folders are
-(``daemon.settings.mailfolders``): ``ragd doctor`` and the comments of a new ``config.toml``
+(``ragd.daemon.settings.mailfolders``): ``ragd doctor`` and the comments of a new ``config.toml``
 offer them; only ``[rss] paths`` is ever indexed. Standard library and pydantic only: the CLI
 reads the config before anything heavy is loaded.
 """

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from platformdirs.api import PlatformDirsABC
 
-from daemon.errors import ConfigError
+from ragd.daemon.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

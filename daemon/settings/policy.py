@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 
-from daemon.errors import InvalidArgument, PathRefused
+from ragd.daemon.errors import InvalidArgument, PathRefused
 
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 _NAME = re.compile(NAME_PATTERN)
@@ -264,7 +264,7 @@ def _system_place(real: str) -> bool:
 @dataclass(frozen=True)
 class Target:
     """A document a conversion may read: ``root`` (resolved) and ``rel`` inside it, as
-    ``daemon.sources.containment.open_inside`` takes them, and whether the root is a
+    ``ragd.daemon.sources.containment.open_inside`` takes them, and whether the root is a
     collection's (its conversion is then kept in the doc store)."""
 
     named: str  # the absolute path as the caller named it (for messages and the answer)

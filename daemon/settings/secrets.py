@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from daemon.errors import ConfigError, InvalidArgument, NotFound
+from ragd.daemon.errors import ConfigError, InvalidArgument, NotFound
 
 SERVICE = "ragd"
 FILE_ENV = "RAGD_SECRETS_FILE"

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from daemon.models import Document
-from daemon.sources.files import read_bytes, walk_vault
-from daemon.sources.vault import parse_note
+from ragd.daemon.models import Document
+from ragd.daemon.sources.files import read_bytes, walk_vault
+from ragd.daemon.sources.vault import parse_note
 
 TYPES = ("epic", "story", "task", "bug", "feature")
 MAX_ITEMS = 5000

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from daemon.models import Document, Skip
-from daemon.sources.files import WalkResult, read_bytes, sha256_inside, walk_vault
-from daemon.sources.vault import obsidian_uri, parse_note
+from ragd.daemon.models import Document, Skip
+from ragd.daemon.sources.files import WalkResult, read_bytes, sha256_inside, walk_vault
+from ragd.daemon.sources.vault import obsidian_uri, parse_note
 
 if TYPE_CHECKING:
-    from daemon.convert.documents import Documents
+    from ragd.daemon.convert.documents import Documents
 
 
 class SourceKind(Protocol):
@@ -70,7 +70,7 @@ class ContainerKind(Protocol):
 
 def read_source_bytes(root: Path, rel: str, max_bytes: int) -> bytes | Skip:
     """Read ``root/rel`` for indexing: inside the root only, size checked first, never blocking
-    on a FIFO (``daemon.sources.containment``)."""
+    on a FIFO (``ragd.daemon.sources.containment``)."""
     return read_bytes(root, rel, max_bytes)
 
 
@@ -81,7 +81,7 @@ def sha256_file(root: Path, rel: str) -> str | None:
 
 class _DocumentsMixin:
     """Documents (PDF, DOCX, EPUB, ...) beside the notes, read through the doc store when the
-    kind has one (``daemon.convert``); without one, only notes are listed."""
+    kind has one (``ragd.daemon.convert``); without one, only notes are listed."""
 
     note_suffixes: tuple[str, ...]
 
@@ -158,18 +158,18 @@ def kind_for(name: str, exclude: Sequence[str], docs: Documents | None = None,
     to one file of its root (an mbox or .eml configured by itself); ``formats`` is a Calibre
     library's order of preferred book formats; ``rss`` the ``[rss]`` settings."""
     if name == "rss":
-        from daemon.sources.rss import RssKind
+        from ragd.daemon.sources.rss import RssKind
 
         if rss is None:
             return RssKind(docs, only=only)
         return RssKind(docs, only=only, max_entries=rss.max_entries,
                        max_feed_bytes=int(rss.max_feed_mb * 1024 * 1024))
     if name == "calibre":
-        from daemon.sources.calibre import DEFAULT_FORMATS, CalibreKind
+        from ragd.daemon.sources.calibre import DEFAULT_FORMATS, CalibreKind
 
         return CalibreKind(docs, formats=formats or DEFAULT_FORMATS)
     if name == "mail":
-        from daemon.sources.mailkind import MailKind
+        from ragd.daemon.sources.mailkind import MailKind
 
         return MailKind(docs, only=only)
     if name == "vault":

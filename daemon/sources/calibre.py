@@ -1,7 +1,7 @@
 """The calibre collection's kind: a book is a document keyed by its Calibre id (decision 0018).
 
 Each book's folder is a container (decision 0015) holding one document, ``calibre:<id>``. The
-walk is one read of ``metadata.db`` (``daemon.sources.calibredb``); a book's container size and
+walk is one read of ``metadata.db`` (``ragd.daemon.sources.calibredb``); a book's container size and
 mtime come from the file of its chosen format and from its ``last_modified``, so an edit in
 Calibre or a file replaced in place marks it changed and nothing else is looked at. What is
 embedded is the chosen format's text, converted through the doc store (cached by the file's
@@ -10,7 +10,7 @@ so an edit that leaves the text alone re-embeds nothing but the small properties
 
 Nothing of a book is parsed here (decision 0025): its file, converted by ``ebook-convert`` when
 ragd cannot read its format, becomes chapters in the conversion worker
-(``daemon.sources.calibrebook``), and its HTML description becomes text there too, bounded.
+(``ragd.daemon.sources.calibrebook``), and its HTML description becomes text there too, bounded.
 """
 
 from __future__ import annotations
@@ -24,19 +24,19 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from daemon.convert.bounds import TRUNCATED, cut, text_budget
-from daemon.convert.formats import Format, format_for
-from daemon.convert.htmltext import html_text
-from daemon.models import Document, FileState, Skip
-from daemon.sources.base import Entry
-from daemon.sources.calibrebook import book_format
-from daemon.sources.calibredb import Book, book_uri, pub_day, read_library, timestamp_ns
-from daemon.sources.containment import open_inside
-from daemon.sources.files import WalkResult, read_bytes
-from daemon.sources.mailkind import cut_text_bytes
+from ragd.daemon.convert.bounds import TRUNCATED, cut, text_budget
+from ragd.daemon.convert.formats import Format, format_for
+from ragd.daemon.convert.htmltext import html_text
+from ragd.daemon.models import Document, FileState, Skip
+from ragd.daemon.sources.base import Entry
+from ragd.daemon.sources.calibrebook import book_format
+from ragd.daemon.sources.calibredb import Book, book_uri, pub_day, read_library, timestamp_ns
+from ragd.daemon.sources.containment import open_inside
+from ragd.daemon.sources.files import WalkResult, read_bytes
+from ragd.daemon.sources.mailkind import cut_text_bytes
 
 if TYPE_CHECKING:
-    from daemon.convert.documents import Documents
+    from ragd.daemon.convert.documents import Documents
 
 log = logging.getLogger(__name__)
 

@@ -3,14 +3,14 @@
 The EPUB's package file gives the reading order (the spine); each chapter's XHTML becomes
 markdown under ``# Chapter N``, its own headings one level down. N counts the chapters that hold
 text, in reading order: it is stable for as long as the file is, and search reads it back as the
-result's ``page_number`` (``daemon.convert.formats.page_number``), as it reads a PDF's
+result's ``page_number`` (``ragd.daemon.convert.formats.page_number``), as it reads a PDF's
 ``## Page N``. A book in a format ragd does not read (ODT, RTF, FB2, MOBI, ...) is turned into an
 EPUB by Calibre's ``ebook-convert`` first.
 
 All of it runs in the conversion worker (decision 0025), format ``calibre-epub`` or
 ``calibre-<format>``: the daemon sends the book's bytes and receives the markdown, within the
 worker's time and memory limits, which ``ebook-convert`` inherits as the worker's child. The
-text is bounded by the book's size on disk (``daemon.convert.bounds``): the spine is read until
+text is bounded by the book's size on disk (``ragd.daemon.convert.bounds``): the spine is read until
 the budget is spent, a chapter listed twice is read once, and no chapter is read past what the
 budget could use. Before, the daemon read every chapter itself: a 154 KB EPUB listing one
 150 MB chapter 20 times took it to 3.34 GB.
@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from daemon.convert.bounds import TRUNCATED, text_budget
-from daemon.convert.formats import Format
+from ragd.daemon.convert.bounds import TRUNCATED, text_budget
+from ragd.daemon.convert.formats import Format
 
 if TYPE_CHECKING:
-    from daemon.convert.converters import Converted
+    from ragd.daemon.convert.converters import Converted
 
 CHAPTER_HEADING = "Chapter {n}"
 BOOK_PREFIX = "calibre-"  # the worker's formats: calibre-epub, calibre-odt, calibre-mobi, ...
@@ -79,9 +79,9 @@ def convert_chapters(data: bytes, *, budget: int | None = None) -> Converted:
     """An EPUB as ``# Chapter N`` sections (N from 1, chapters without text not counted), at
     most ``budget`` characters (the EPUB's own budget by default). An EPUB with no readable
     package file is converted as the doc store converts any EPUB."""
-    from daemon.convert.books import _encrypted, convert_epub
-    from daemon.convert.converters import Converted, ConvertSkip, decode, open_zip
-    from daemon.convert.markdown import html_to_markdown
+    from ragd.daemon.convert.books import _encrypted, convert_epub
+    from ragd.daemon.convert.converters import Converted, ConvertSkip, decode, open_zip
+    from ragd.daemon.convert.markdown import html_to_markdown
 
     zf = open_zip(data, "EPUB")
     container = _xml(zf, "META-INF/container.xml")
@@ -141,8 +141,8 @@ def _through_ebook_convert(data: bytes, suffix: str) -> Converted:
     """A book Calibre reads and ragd does not, as an EPUB's chapters. ebook-convert runs as
     the worker's child: the worker's memory limit applies to it, and it dies with the worker
     (which the daemon kills at the conversion time limit)."""
-    from daemon.convert import books
-    from daemon.convert.converters import Converted, ConvertSkip
+    from ragd.daemon.convert import books
+    from ragd.daemon.convert.converters import Converted, ConvertSkip
 
     if suffix in _KINDLE and books.mobi_encryption(data):
         raise ConvertSkip("encrypted", "the book is DRM-protected (Kindle encryption)")

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from daemon.errors import RagdError
-from daemon.models import Skip
-from daemon.settings.calibrelib import METADATA_DB
-from daemon.sources.containment import resolve_inside
+from ragd.daemon.errors import RagdError
+from ragd.daemon.models import Skip
+from ragd.daemon.settings.calibrelib import METADATA_DB
+from ragd.daemon.sources.containment import resolve_inside
 
 BUSY_TIMEOUT_S = 1.0  # SQLite waits this long for a lock on each attempt
 ATTEMPTS = 3

@@ -3,7 +3,7 @@
 A group is one collection. Its containers (decision 0015) are, for each repository (named by
 an alias, its folder's name):
 - each source file git lists (``.gitignore`` respected), ``<alias>/<path>``: its documents are
-  its symbols (``daemon.text.symbols``), keyed by file, kind and qualified name, so an edit
+  its symbols (``ragd.daemon.text.symbols``), keyed by file, kind and qualified name, so an edit
   re-reads one file and an unchanged symbol costs no embedding;
 - each commit of the last ``history_months`` reachable from HEAD, ``<alias>/@commits/<sha>``:
   its documents are one per file it touched. A commit never changes, so a pass reads only the
@@ -29,12 +29,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from daemon.errors import Interrupted, TooManyFiles
-from daemon.models import Document, FileState, Skip
-from daemon.settings.codegroups import CodeConfig
-from daemon.sources.base import Entry
-from daemon.sources.files import WalkResult, read_bytes, walk_vault
-from daemon.sources.gitlog import (
+from ragd.daemon.errors import Interrupted, TooManyFiles
+from ragd.daemon.models import Document, FileState, Skip
+from ragd.daemon.settings.codegroups import CodeConfig
+from ragd.daemon.sources.base import Entry
+from ragd.daemon.sources.files import WalkResult, read_bytes, walk_vault
+from ragd.daemon.sources.gitlog import (
     Commit,
     FileChange,
     GitError,
@@ -42,7 +42,7 @@ from daemon.sources.gitlog import (
     list_files,
     read_commits,
 )
-from daemon.text.symbols import (
+from ragd.daemon.text.symbols import (
     DOC_EXTENSIONS,
     EXTENSIONS,
     FALLBACK_EXTENSIONS,

@@ -15,7 +15,7 @@ import errno
 import os
 import stat
 
-from daemon.models import Skip
+from ragd.daemon.models import Skip
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)

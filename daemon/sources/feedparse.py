@@ -2,7 +2,7 @@
 
 Runs in the conversion worker (format ``feed:<max entries>``, decision 0029): a feed is
 untrusted structure, so its parse is bounded by the worker's time and memory limits and never
-loads the library into the daemon. The daemon (``daemon.sources.rss``) sends the file's bytes
+loads the library into the daemon. The daemon (``ragd.daemon.sources.rss``) sends the file's bytes
 and receives the entries as data; the HTML of the entries it indexes goes back to the worker
 as ``mail_html`` later, only for the entries that are new or changed.
 
@@ -21,7 +21,7 @@ import json
 import re
 from typing import Any
 
-from daemon.convert.converters import Converted, ConvertSkip
+from ragd.daemon.convert.converters import Converted, ConvertSkip
 
 FEED_FORMAT = "feed"  # the worker's format: "feed:<max entries>"
 DEFAULT_MAX_ENTRIES = 10_000

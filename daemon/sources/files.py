@@ -2,7 +2,7 @@
 
 Nothing here opens a file while listing, reads a file outside the root, follows a symlink
 loop, blocks on a FIFO or loads an oversized file; every expected failure comes back as a ``Skip`` with a code from
-``daemon.skips``. Only a root that is missing or unreadable raises, because an empty listing
+``ragd.daemon.skips``. Only a root that is missing or unreadable raises, because an empty listing
 would otherwise look like "every file was deleted".
 """
 
@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.errors import Interrupted, NotFound, RagdError, TooManyFiles
-from daemon.models import FileState, Skip
-from daemon.sources.containment import inside, open_inside, outside_skip, real_root, too_large
+from ragd.daemon.errors import Interrupted, NotFound, RagdError, TooManyFiles
+from ragd.daemon.models import FileState, Skip
+from ragd.daemon.sources.containment import inside, open_inside, outside_skip, real_root, too_large
 
 DEFAULT_EXCLUDE: tuple[str, ...] = (".obsidian", ".trash", ".git", "node_modules")
 DEFAULT_SUFFIXES: tuple[str, ...] = (".md",)
@@ -168,7 +168,7 @@ def walk_vault(
     Names in ``exclude`` (a file or folder name, or a '/'-separated path relative to the root),
     hidden names (leading '.') and editor temp/backup files are ignored. Suffixes match
     case-insensitively. Symbolic links are decided after the real tree is listed
-    (``daemon.sources.containment``): one that resolves outside the root is recorded as
+    (``ragd.daemon.sources.containment``): one that resolves outside the root is recorded as
     ``outside_root``, one back to a folder above it as ``symlink_loop``; one whose target is
     already listed under its own name is not listed twice; the others are followed.
 

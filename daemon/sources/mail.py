@@ -5,7 +5,7 @@ Pure: nothing is read here but the bytes given. The standard library's ``email``
 headers are decoded here, bounded: a part is decoded only up to what the body may keep, and only
 with a codec that decodes in linear time (``mail_codec``). What cannot be decoded becomes a
 warning, never an exception. An HTML-only body is kept as HTML (``html``) for the caller to turn
-into text in the conversion worker (``daemon.sources.mailkind``), or turned into text here by the
+into text in the conversion worker (``ragd.daemon.sources.mailkind``), or turned into text here by the
 ``html_to_text`` collaborator when one is passed. What is embedded drops quoted history and the
 signature (``trimmed``); ``body`` keeps the whole text.
 """
@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from email.message import Message
 from typing import Any
 
-from daemon.models import Skip
+from ragd.daemon.models import Skip
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Every reader yields ``(locator, bytes)`` pairs, one per message, without holding a mailbox in
 memory: an mbox of several GB is read line by line, and its locators are byte offsets, so a
 file that only grew is read again from where the last pass stopped. Files are opened through
-``daemon.sources.containment``: nothing outside the collection's root is read.
+``ragd.daemon.sources.containment``: nothing outside the collection's root is read.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from daemon.models import Skip
-from daemon.sources.containment import open_inside
-from daemon.sources.files import walk_vault
+from ragd.daemon.models import Skip
+from ragd.daemon.sources.containment import open_inside
+from ragd.daemon.sources.files import walk_vault
 
 # One message (with its attachments) larger than this is skipped as too_large: the standard
 # library's parser holds ~8 times a message while it reads it (a 38 MB message peaked at

@@ -2,12 +2,12 @@
 
 An mbox holds many messages and grows at its end; a Maildir, .eml or .emlx file holds one and is
 renamed when it moves (``new/`` to ``cur/``, a flag, another folder). A message is keyed by its
-Message-ID (``daemon.sources.mail``), so a rename or a move between folders finds the same key
+Message-ID (``ragd.daemon.sources.mail``), so a rename or a move between folders finds the same key
 with the same content and costs no embedding. What is embedded is the message with its quoted
 history and signature trimmed, then the text of its attachments, converted through the doc store.
 
 Reading a message is bounded (decision 0025): an HTML-only body is turned into text in the
-conversion worker (``daemon.convert.htmltext``), the message as a whole (body and attachments)
+conversion worker (``ragd.daemon.convert.htmltext``), the message as a whole (body and attachments)
 keeps at most ``MAX_MESSAGE_CHARS``, and its attachments are converted until the conversion time
 limit is spent on them all together, not once each.
 """
@@ -23,13 +23,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from daemon.convert.bounds import cut
-from daemon.convert.htmltext import html_text
-from daemon.models import Document, FileState, Skip
-from daemon.sources.base import Entry
-from daemon.sources.files import WalkResult, read_bytes
-from daemon.sources.mail import MAX_BODY_CHARS, MailMessage, parse_message, with_body
-from daemon.sources.mailbox import (
+from ragd.daemon.convert.bounds import cut
+from ragd.daemon.convert.htmltext import html_text
+from ragd.daemon.models import Document, FileState, Skip
+from ragd.daemon.sources.base import Entry
+from ragd.daemon.sources.files import WalkResult, read_bytes
+from ragd.daemon.sources.mail import MAX_BODY_CHARS, MailMessage, parse_message, with_body
+from ragd.daemon.sources.mailbox import (
     MAX_MESSAGE_BYTES,
     TOO_LARGE,
     MailFile,
@@ -40,7 +40,7 @@ from daemon.sources.mailbox import (
 )
 
 if TYPE_CHECKING:
-    from daemon.convert.documents import Documents
+    from ragd.daemon.convert.documents import Documents
 
 _HEADING = re.compile(r"^(#{1,5})(?= )", re.M)
 # Mail is plain text: a "---" under a line (a patch's diffstat, a signature rule) or a line that
@@ -217,7 +217,7 @@ class MailKind:
                          budget: int) -> str:
         if self.docs is None or not data:
             return ""
-        from daemon.convert.formats import format_for
+        from ragd.daemon.convert.formats import format_for
 
         fmt = format_for(filename)
         if fmt is None:

@@ -11,7 +11,7 @@ end of a saved feed stays (``keeps_lost``): the file is a window on the feed, an
 history is what people search. A reader's store is the reader's own history: what it drops is
 dropped.
 
-The feed is parsed in the conversion worker (``daemon.sources.feedparse``), bounded by its time
+The feed is parsed in the conversion worker (``ragd.daemon.sources.feedparse``), bounded by its time
 and memory limits and by ``[rss] max_entries``; an entry's HTML becomes text there too, only
 when the entry is new or changed (``mail_html``, decision 0025).
 """
@@ -25,19 +25,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from daemon.convert.bounds import cut
-from daemon.convert.converters import ConvertSkip
-from daemon.convert.htmltext import html_text
-from daemon.models import Document, Skip
-from daemon.settings.feedreaders import READER_DBS
-from daemon.sources.base import Entry
-from daemon.sources.feedparse import DEFAULT_MAX_ENTRIES, TRUNCATED, feed_format, parse_feed
-from daemon.sources.files import WalkResult, read_bytes, walk_vault
-from daemon.sources.mailkind import plain_text_body
-from daemon.sources.newsboat import Article, read_articles, read_content
+from ragd.daemon.convert.bounds import cut
+from ragd.daemon.convert.converters import ConvertSkip
+from ragd.daemon.convert.htmltext import html_text
+from ragd.daemon.models import Document, Skip
+from ragd.daemon.settings.feedreaders import READER_DBS
+from ragd.daemon.sources.base import Entry
+from ragd.daemon.sources.feedparse import DEFAULT_MAX_ENTRIES, TRUNCATED, feed_format, parse_feed
+from ragd.daemon.sources.files import WalkResult, read_bytes, walk_vault
+from ragd.daemon.sources.mailkind import plain_text_body
+from ragd.daemon.sources.newsboat import Article, read_articles, read_content
 
 if TYPE_CHECKING:
-    from daemon.convert.documents import Documents
+    from ragd.daemon.convert.documents import Documents
 
 FEED_SUFFIXES = (".xml", ".rss", ".atom", ".rdf", ".json", ".opml", ".feed")
 MAX_ENTRY_CHARS = 200_000  # of one entry's text; a long essay is ~50,000

@@ -1,7 +1,7 @@
 """The Obsidian vault source: read and parse one note into a ``Document``.
 
-Listing the notes is ``daemon.sources.files``' job. Everything that can go wrong with a single
-note comes back as data: a ``Skip`` with a code from ``daemon.skips``, or a warning code on
+Listing the notes is ``ragd.daemon.sources.files``' job. Everything that can go wrong with a single
+note comes back as data: a ``Skip`` with a code from ``ragd.daemon.skips``, or a warning code on
 the ``Document``.
 """
 
@@ -22,9 +22,9 @@ import yaml
 from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, SequenceNode
 
-from daemon.errors import InvalidArgument
-from daemon.models import Document, Skip
-from daemon.sources.files import read_bytes
+from ragd.daemon.errors import InvalidArgument
+from ragd.daemon.models import Document, Skip
+from ragd.daemon.sources.files import read_bytes
 
 log = logging.getLogger(__name__)
 

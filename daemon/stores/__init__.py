@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from daemon.stores.catalog import ChunkRow
+from ragd.daemon.stores.catalog import ChunkRow
 
 # The derived indexes by role, as `ragd index --rebuild` and consistency checks name them.
 # "whoosh" and "tantivy" name the keyword index's backends; both still select it.

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from daemon.models import ChunkDraft, SourceRecord
-from daemon.stores import backlog, boilerplate, links
-from daemon.stores.sqlite_base import LockedConnection
+from ragd.daemon.models import ChunkDraft, SourceRecord
+from ragd.daemon.stores import backlog, boilerplate, links
+from ragd.daemon.stores.sqlite_base import LockedConnection
 
 log = logging.getLogger(__name__)
 
@@ -316,7 +316,7 @@ class Catalog(LockedConnection):
                 (collection_id,),
             ).fetchall()
             # What each note contributed: body chunks (ordinal >= 0), or only its properties
-            # (negative ordinals, daemon.text.properties).
+            # (negative ordinals, ragd.daemon.text.properties).
             body, props = db.execute(
                 "SELECT COUNT(*) FILTER (WHERE body), COUNT(*) FILTER (WHERE NOT body) FROM"
                 " (SELECT MAX(ch.ordinal) >= 0 AS body FROM chunks ch JOIN sources s"
@@ -702,7 +702,7 @@ class Catalog(LockedConnection):
         with self.transaction() as db:
             self._insert_vectors(db, fingerprint, vectors)
 
-    # -- the embedding backlog (daemon.stores.backlog) ----------------------------------------
+    # -- the embedding backlog (ragd.daemon.stores.backlog) ----------------------------------------
     def vectors_arrived(self, fingerprint: str, vectors: dict[str, np.ndarray],
                         chunk_ids: Sequence[int]) -> None:
         """Store the vectors of backlog chunks, take the chunks off the backlog and journal

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from daemon.stores.catalog import Catalog
+from ragd.daemon.stores.catalog import Catalog
 
 
 @dataclass(frozen=True)

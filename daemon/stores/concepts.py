@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from daemon.concepts.categories import Category
-from daemon.stores.sqlite_base import LockedConnection
+from ragd.daemon.concepts.categories import Category
+from ragd.daemon.stores.sqlite_base import LockedConnection
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS docs (

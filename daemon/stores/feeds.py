@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.stores.catalog import Catalog
+from ragd.daemon.stores.catalog import Catalog
 
 
 def _day(value: int | None) -> str | None:

@@ -19,11 +19,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from daemon.search.filters import Filters
-from daemon.stores import IndexStore, read_json, write_json_atomic
-from daemon.stores.catalog import Catalog, ChunkRow
-from daemon.stores.whoosh_postings import Postings, PostingsCache
-from daemon.text import cjk
+from ragd.daemon.search.filters import Filters
+from ragd.daemon.stores import IndexStore, read_json, write_json_atomic
+from ragd.daemon.stores.catalog import Catalog, ChunkRow
+from ragd.daemon.stores.whoosh_postings import Postings, PostingsCache
+from ragd.daemon.text import cjk
 
 log = logging.getLogger(__name__)
 
@@ -450,7 +450,7 @@ def open_keyword_store(backend: str, data_dir: Path, whoosh_dir: Path,
     dirs = {"whoosh": whoosh_dir, "tantivy": data_dir / "tantivy"}
     store: KeywordStore
     if backend == "tantivy":
-        from daemon.stores.tantivy_store import TantivyStore
+        from ragd.daemon.stores.tantivy_store import TantivyStore
 
         store = TantivyStore(dirs["tantivy"])
     else:

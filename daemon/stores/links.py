@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from daemon.sources.vault import _mask_code
+from ragd.daemon.sources.vault import _mask_code
 
 KINDS = ("link", "embed", "md")
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")

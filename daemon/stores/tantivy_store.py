@@ -19,17 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from daemon.search.filters import Filters
-from daemon.stores import read_json, write_json_atomic
-from daemon.stores.catalog import ChunkRow
-from daemon.stores.fulltext import (
+from ragd.daemon.search.filters import Filters
+from ragd.daemon.stores import read_json, write_json_atomic
+from ragd.daemon.stores.catalog import ChunkRow
+from ragd.daemon.stores.fulltext import (
     KEYWORD_ROLE,
     ancestors,
     combined_text,
     people,
     tag_ancestors,
 )
-from daemon.text import cjk
+from ragd.daemon.text import cjk
 
 log = logging.getLogger(__name__)
 

@@ -21,11 +21,11 @@ from itertools import islice
 from pathlib import Path
 from typing import NamedTuple
 
-from daemon.models import ChunkDraft, Heading
-from daemon.text.headings import find_headings
+from ragd.daemon.models import ChunkDraft, Heading
+from ragd.daemon.text.headings import find_headings
 
 # Part of the embedding fingerprint: bump whenever the chunks produced for a text change.
-# 2: every note also gets its properties chunks (daemon.text.properties), so notes indexed before
+# 2: every note also gets its properties chunks (ragd.daemon.text.properties), so notes indexed before
 # are read again.
 CHUNKER_VERSION = "2"
 

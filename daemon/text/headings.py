@@ -15,7 +15,7 @@ from typing import cast
 from mistune.block_parser import BlockParser
 from mistune.core import BlockState
 
-from daemon.models import Heading
+from ragd.daemon.models import Heading
 
 
 class _HeadingState(BlockState):

@@ -17,8 +17,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from daemon.models import ChunkDraft, Document
-from daemon.text.chunking import TokenCounter, chunk_markdown
+from ragd.daemon.models import ChunkDraft, Document
+from ragd.daemon.text.chunking import TokenCounter, chunk_markdown
 
 # Keys that are shown elsewhere (title, aliases, tags) or only style the note.
 _SKIP_KEYS = frozenset({"title", "alias", "aliases", "tag", "tags", "cssclass", "cssclasses",

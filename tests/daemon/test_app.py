@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from vault_fixtures import write_vault
 
-from daemon.runtime.app import App
-from daemon.search.engine import SearchRequest
-from daemon.search.filters import Filters
-from daemon.settings.config import load_config
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.runtime.app import App
+from ragd.daemon.search.engine import SearchRequest
+from ragd.daemon.search.filters import Filters
+from ragd.daemon.settings.config import load_config
+from ragd.daemon.settings.paths import resolve_paths
 
 pytestmark = pytest.mark.slow
 
@@ -160,7 +160,7 @@ def test_restart_reopens_the_same_index(vault: Path, real_embedder: Any) -> None
 
 def test_changed_model_means_full_visible_reembed(vault: Path, real_embedder: Any,
                                                  caplog: pytest.LogCaptureFixture) -> None:
-    from daemon.embed.embedding import SentenceTransformerEmbedder
+    from ragd.daemon.embed.embedding import SentenceTransformerEmbedder
 
     paths = resolve_paths()
     config = load_config(paths, {"obsidian.vaults": [str(vault)]})
@@ -187,8 +187,8 @@ def test_filtered_semantic_search_equals_the_id_selector_path(
         app: App, overfetch: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A filter checked on the unfiltered neighbours (broad) or listed for FAISS's selector
     (narrow, or too few survive) gives the same top k as the selector alone."""
-    import daemon.search.engine as engine_module
-    from daemon.search.filters import to_sql
+    import ragd.daemon.search.engine as engine_module
+    from ragd.daemon.search.filters import to_sql
 
     monkeypatch.setattr(engine_module, "FILTER_OVERFETCH", overfetch)
     app.sync_all()

@@ -14,13 +14,13 @@ import pytest
 from calibre_fixtures import add_book, calibredb, epub_bytes, locked_edit, needs_calibre
 from document_fixtures import pdf_bytes
 
-from daemon.indexer import pipeline
-from daemon.runtime.app import App
-from daemon.search.engine import SearchRequest
-from daemon.search.filters import Filters
-from daemon.settings.config import load_config
-from daemon.settings.paths import resolve_paths
-from daemon.sources.calibredb import LibraryBusy
+from ragd.daemon.indexer import pipeline
+from ragd.daemon.runtime.app import App
+from ragd.daemon.search.engine import SearchRequest
+from ragd.daemon.search.filters import Filters
+from ragd.daemon.settings.config import load_config
+from ragd.daemon.settings.paths import resolve_paths
+from ragd.daemon.sources.calibredb import LibraryBusy
 
 pytestmark = [pytest.mark.slow, needs_calibre]
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from calibre_fixtures import BOOKS, add_book, needs_calibre
 
-from daemon.runtime.app import App
-from daemon.search.engine import SearchRequest
-from daemon.search.filters import Filters
-from daemon.settings.config import load_config
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.runtime.app import App
+from ragd.daemon.search.engine import SearchRequest
+from ragd.daemon.search.filters import Filters
+from ragd.daemon.settings.config import load_config
+from ragd.daemon.settings.paths import resolve_paths
 
 pytestmark = [pytest.mark.slow, needs_calibre,
               pytest.mark.skipif(not (BOOKS / "manifest.tsv").is_file(),

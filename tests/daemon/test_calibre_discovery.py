@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon.settings.calibrelib import calibre_config_candidates, discover_libraries
-from daemon.sources.calibre import CalibreKind, book_tags
-from daemon.sources.calibredb import (
+from ragd.daemon.settings.calibrelib import calibre_config_candidates, discover_libraries
+from ragd.daemon.sources.calibre import CalibreKind, book_tags
+from ragd.daemon.sources.calibredb import (
     Book,
     LibraryBusy,
     LibraryUnreadable,
@@ -136,7 +136,7 @@ def test_reader_is_read_only_and_gives_up_on_a_held_lock(tmp_path: Path) -> None
 
 
 def test_chapter_headings_are_page_numbers_of_reflowable_books() -> None:
-    from daemon.convert.formats import page_number
+    from ragd.daemon.convert.formats import page_number
 
     assert page_number("epub", ("Chapter 3", "Loomings")) == 3
     assert page_number("pdf", ("Page 2",)) == 2

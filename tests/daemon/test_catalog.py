@@ -4,8 +4,8 @@ from pathlib import Path
 
 import numpy as np
 
-from daemon.models import ChunkDraft
-from daemon.stores.catalog import Catalog, SourceUpdate, date_int, text_hash
+from ragd.daemon.models import ChunkDraft
+from ragd.daemon.stores.catalog import Catalog, SourceUpdate, date_int, text_hash
 
 
 def chunk(i: int, text: str) -> ChunkDraft:

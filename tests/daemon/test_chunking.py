@@ -14,15 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemon.models import ChunkDraft
-from daemon.text.chunking import (
+from ragd.daemon.models import ChunkDraft
+from ragd.daemon.text.chunking import (
     CHARS_PER_TOKEN_MAX,
     CHUNKER_VERSION,
     chunk_markdown,
     embed_prefix,
     tokenizer_counter,
 )
-from daemon.text.headings import find_headings
+from ragd.daemon.text.headings import find_headings
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "vault" / "obsidian-help-en"
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from daemon.cli.main import build_parser, format_report
+from ragd.daemon.cli.main import build_parser, format_report
 
 pytestmark = pytest.mark.slow
 
@@ -99,7 +99,7 @@ def test_errors_print_a_hint_and_exit_non_zero(tmp_path: Path) -> None:
 def test_parser_and_report_format() -> None:
     args = build_parser().parse_args(["search", "a", "b", "--tag", "x", "--tag", "y", "-k", "3"])
     assert args.query == ["a", "b"] and args.tag == ["x", "y"] and args.top_k == 3
-    from daemon.indexer.pipeline import IndexReport
+    from ragd.daemon.indexer.pipeline import IndexReport
 
     r = IndexReport("obsidian", total_found=3, indexed=1)
     r.skipped_files.append(("x.md", "binary", "file looks binary"))

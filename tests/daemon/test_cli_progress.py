@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.cli.progress import BarPosition, EmbedProgress, IndexBar
-from daemon.indexer.pipeline import Progress
+from ragd.daemon.cli.progress import BarPosition, EmbedProgress, IndexBar
+from ragd.daemon.indexer.pipeline import Progress
 
 
 def test_first_group_counts_chunks_without_a_total() -> None:

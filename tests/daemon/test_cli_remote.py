@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from daemon.cli.remote import (
+from ragd.daemon.cli.remote import (
     STARTING_CALL_TIMEOUT_S,
     call_when_ready,
     format_status,
@@ -27,7 +27,7 @@ def test_starting_notice_names_the_phase_and_the_seconds() -> None:
 
 
 class FakeClient:
-    """Stands in for daemon.ipc.client.Client: records calls, answers status as told."""
+    """Stands in for ragd.daemon.ipc.client.Client: records calls, answers status as told."""
 
     timeout = 60.0
 

@@ -18,7 +18,7 @@ import pytest
 from code_fixtures import build_repo, commit_all, git
 from daemon_proc import DaemonProc, wait_for
 
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.settings.paths import resolve_paths
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(sys.platform == "win32", reason="git and signals")]

@@ -7,17 +7,17 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from daemon.errors import ConfigError
-from daemon.settings.codegroups import CodeConfig
-from daemon.settings.concepts import ConceptsConfig
-from daemon.settings.config import (
+from ragd.daemon.errors import ConfigError
+from ragd.daemon.settings.codegroups import CodeConfig
+from ragd.daemon.settings.concepts import ConceptsConfig
+from ragd.daemon.settings.config import (
     Config,
     config_keys,
     config_reference_markdown,
     load_config,
     render_default_config,
 )
-from daemon.settings.paths import Paths, resolve_paths
+from ragd.daemon.settings.paths import Paths, resolve_paths
 
 
 @pytest.fixture
@@ -279,7 +279,7 @@ def test_reference_markdown_lists_every_key() -> None:
 
 
 def test_default_file_offers_the_thunderbird_folders_found(tmp_path: Path) -> None:
-    from daemon.settings.config import render_default_config
+    from ragd.daemon.settings.config import render_default_config
 
     text = render_default_config(["/home/a/.thunderbird/x.default/Mail/Local Folders"])
     section = text.split("[email]", 1)[1].split("\n[", 1)[0]

@@ -17,7 +17,7 @@ from document_fixtures import pdf_bytes
 from slow_documents import cpu_seconds, slow_latex, worker_pids
 from vault_fixtures import write_vault
 
-from daemon.errors import RagdError
+from ragd.daemon.errors import RagdError
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"),

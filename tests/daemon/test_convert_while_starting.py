@@ -15,11 +15,11 @@ from daemon_proc import DaemonProc, wait_for
 from document_fixtures import pdf_bytes
 from vault_fixtures import write_vault
 
-from daemon.ipc.client import Client
-from daemon.ipc.discovery import find_daemon
-from daemon.ipc.protocol import USER_CLIENT
-from daemon.settings.paths import resolve_paths
-from daemon.stores.catalog import Catalog
+from ragd.daemon.ipc.client import Client
+from ragd.daemon.ipc.discovery import find_daemon
+from ragd.daemon.ipc.protocol import USER_CLIENT
+from ragd.daemon.settings.paths import resolve_paths
+from ragd.daemon.stores.catalog import Catalog
 
 pytestmark = pytest.mark.slow
 

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from daemon.cli.doctor import _model_checks
-from daemon.embed import embedding
-from daemon.settings.config import load_config
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.cli.doctor import _model_checks
+from ragd.daemon.embed import embedding
+from ragd.daemon.settings.config import load_config
+from ragd.daemon.settings.paths import resolve_paths
 
 
 class FakeEmbedder:
@@ -52,7 +52,7 @@ def test_names_the_backend_it_checked(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_fallback_is_a_warning_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     def make(config: Any, data_dir: Path) -> FakeEmbedder:
-        logging.getLogger("daemon.embed.embedding").warning(
+        logging.getLogger("ragd.daemon.embed.embedding").warning(
             "embedding backend %s is not available: %s", config.backend, "no onnxruntime")
         return FakeEmbedder(None)  # the sentence-transformers embedder names no backend
 
@@ -78,7 +78,7 @@ def test_a_model_that_cannot_load_fails(monkeypatch: pytest.MonkeyPatch) -> None
 def _desktop(**changes: Any) -> Any:
     from dataclasses import replace
 
-    from tray.backend_choice import Desktop
+    from ragd.tray.backend_choice import Desktop
 
     full = Desktop(platform="linux", display=True, x11=True, sni_host=True, xembed_tray=False,
                    gi=True, gtk=True, appindicator=True, family="apt")
@@ -86,7 +86,7 @@ def _desktop(**changes: Any) -> Any:
 
 
 def test_tray_without_the_libraries_warns_with_the_install_command() -> None:
-    from daemon.cli.doctor import tray_checks
+    from ragd.daemon.cli.doctor import tray_checks
 
     bare = {"gi": False, "gtk": False, "appindicator": False}
     [check] = tray_checks("auto", _desktop(**bare))
@@ -112,7 +112,7 @@ def test_tray_without_the_libraries_warns_with_the_install_command() -> None:
 
 
 def test_tray_with_a_host_and_the_libraries_is_ok() -> None:
-    from daemon.cli.doctor import tray_checks
+    from ragd.daemon.cli.doctor import tray_checks
 
     assert tray_checks("auto", _desktop()) == [{
         "name": "tray", "status": "ok", "hint": "",
@@ -126,7 +126,7 @@ def test_tray_with_a_host_and_the_libraries_is_ok() -> None:
 
 
 def test_doctor_runs_the_tray_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    from daemon.cli import doctor
+    from ragd.daemon.cli import doctor
 
     monkeypatch.setattr(doctor, "_model_checks", lambda config, paths: [])
     monkeypatch.setenv("RAGD_TRAY_BACKEND", "gtk")

@@ -13,13 +13,13 @@ import pytest
 from document_fixtures import pdf_bytes
 from mail_fixtures import deliver, maildir, mark_seen, mbox_bytes, message
 
-from daemon.errors import Interrupted
-from daemon.indexer import pipeline
-from daemon.runtime.app import App
-from daemon.search.engine import SearchRequest
-from daemon.search.filters import Filters
-from daemon.settings.config import load_config
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.errors import Interrupted
+from ragd.daemon.indexer import pipeline
+from ragd.daemon.runtime.app import App
+from ragd.daemon.search.engine import SearchRequest
+from ragd.daemon.search.filters import Filters
+from ragd.daemon.settings.config import load_config
+from ragd.daemon.settings.paths import resolve_paths
 
 pytestmark = pytest.mark.slow
 
@@ -206,7 +206,7 @@ def test_interrupted_pass_resumes(mailroot: Path, real_embedder: Any,
     """Stopped mid-mailbox, after some groups committed: the mailbox is recorded as read up
     to the last message handled, the next pass reads on from there (not from the start),
     embeds nothing twice, and ends with every message indexed once."""
-    from daemon.sources import mailkind
+    from ragd.daemon.sources import mailkind
 
     monkeypatch.setattr(pipeline, "GROUP_SOURCES", 2)
     words = ["heron", "ibis", "jacana", "kestrel", "lapwing", "merlin", "nightjar"]

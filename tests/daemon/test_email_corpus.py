@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 from conftest import corpus_path
 
-from daemon.convert.markdown import html_to_text as _html_to_text
-from daemon.runtime.app import App
-from daemon.search.engine import SearchRequest
-from daemon.search.filters import Filters
-from daemon.settings.config import load_config
-from daemon.settings.paths import resolve_paths
-from daemon.sources.files import read_bytes
-from daemon.sources.mail import MailMessage, parse_message
-from daemon.sources.mailbox import MboxMessage, list_mail, read_emlx, read_mbox
+from ragd.daemon.convert.markdown import html_to_text as _html_to_text
+from ragd.daemon.runtime.app import App
+from ragd.daemon.search.engine import SearchRequest
+from ragd.daemon.search.filters import Filters
+from ragd.daemon.settings.config import load_config
+from ragd.daemon.settings.paths import resolve_paths
+from ragd.daemon.sources.files import read_bytes
+from ragd.daemon.sources.mail import MailMessage, parse_message
+from ragd.daemon.sources.mailbox import MboxMessage, list_mail, read_emlx, read_mbox
 
 # Indexing 1,064 messages takes minutes on two cores: more than the default limit.
 pytestmark = [pytest.mark.slow, pytest.mark.corpus, pytest.mark.timeout(1800)]

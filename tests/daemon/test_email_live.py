@@ -92,9 +92,9 @@ def test_kill_nine_while_mail_is_indexed_then_restart_is_consistent(
 
     from mail_fixtures import mbox_bytes
 
-    from daemon.runtime.app import App
-    from daemon.settings.config import load_config
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.runtime.app import App
+    from ragd.daemon.settings.config import load_config
+    from ragd.daemon.settings.paths import resolve_paths
 
     root = maildir(tmp_path / "Mail")
     text = "A sentence about the migration of birds over the northern sea. " * 12

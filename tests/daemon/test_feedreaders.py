@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from feed_fixtures import Item, newsboat_db
 
-from daemon.settings.config import Config, load_config, render_default_config
-from daemon.settings.feedreaders import reader_stores, rss_checks
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.settings.config import Config, load_config, render_default_config
+from ragd.daemon.settings.feedreaders import reader_stores, rss_checks
+from ragd.daemon.settings.paths import resolve_paths
 
 
 def test_newsboat_and_netnewswire_stores_are_found(tmp_path: Path) -> None:

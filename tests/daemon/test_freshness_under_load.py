@@ -12,9 +12,9 @@ import pytest
 from daemon_proc import DaemonProc, duplicate_chunks, settle, wait_for
 from vault_fixtures import write_vault
 
-from daemon.runtime.app import App
-from daemon.settings.config import load_config
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.runtime.app import App
+from ragd.daemon.settings.config import load_config
+from ragd.daemon.settings.paths import resolve_paths
 
 pytestmark = pytest.mark.slow
 

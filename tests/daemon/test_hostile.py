@@ -19,8 +19,8 @@ import pytest
 from daemon_proc import DaemonProc, wait_for
 from vault_fixtures import write_vault
 
-from daemon.errors import RagdError
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.errors import RagdError
+from ragd.daemon.settings.paths import resolve_paths
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.name != "posix",
                                                    reason="builds POSIX links and FIFOs")]
@@ -181,7 +181,7 @@ def test_nothing_outside_the_root_is_ever_found(hostile: dict[str, Any]) -> None
                 assert SECRET_WORD not in r["content"] and "nologin" not in r["content"], r
                 rel = os.path.relpath(r["source_path"], hostile["root"] / "vault")
                 assert not rel.startswith(("passwd", "secret", "Outside", "Sub/", "..")), rel
-    cli = subprocess.run([sys.executable, "-m", "daemon.cli.main", "search", "--mode", "keyword",
+    cli = subprocess.run([sys.executable, "-m", "ragd.daemon.cli.main", "search", "--mode", "keyword",
                           "nologin"], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "RAGD_HOME": str(hostile["home"])})
     assert cli.returncode == 0 and "passwd" not in cli.stdout, cli.stdout + cli.stderr
@@ -265,7 +265,7 @@ def test_ragd_stop_during_a_walk_of_100000_entries_returns_within_five_seconds(
 
     wait_for(busy, 60, "the writer to start on the big folder")
     started = time.perf_counter()
-    stop = subprocess.run([sys.executable, "-m", "daemon.cli.main", "stop"], capture_output=True,
+    stop = subprocess.run([sys.executable, "-m", "ragd.daemon.cli.main", "stop"], capture_output=True,
                           text=True, timeout=60, env={**os.environ, "RAGD_HOME": str(ragd_home)})
     elapsed = time.perf_counter() - started
     assert stop.returncode == 0, stop.stderr

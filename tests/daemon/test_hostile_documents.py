@@ -20,7 +20,7 @@ from hostile_daemon import GB, Hostile
 from slow_documents import slow_latex
 from vault_fixtures import write_vault
 
-from daemon.convert.bounds import TRUNCATED, text_budget
+from ragd.daemon.convert.bounds import TRUNCATED, text_budget
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not Path("/proc/self/status").exists(),

@@ -13,19 +13,19 @@ from pathlib import Path
 import pytest
 from daemon_proc import wait_for
 
-from daemon.ipc.discovery import find_daemon, read_status
-from daemon.runtime.launch import stop_daemon
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.ipc.discovery import find_daemon, read_status
+from ragd.daemon.runtime.launch import stop_daemon
+from ragd.daemon.settings.paths import resolve_paths
 
 REPO = Path(__file__).resolve().parents[2]
 
 # A stand-in daemon: answers hello and shutdown on the real IPC server, then never stops.
 WEDGED = """
 import asyncio, os, signal
-from daemon.ipc import discovery
-from daemon.ipc.protocol import PROTOCOL_VERSION
-from daemon.ipc.server import IpcServer
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.ipc import discovery
+from ragd.daemon.ipc.protocol import PROTOCOL_VERSION
+from ragd.daemon.ipc.server import IpcServer
+from ragd.daemon.settings.paths import resolve_paths
 
 async def dispatch(method, params, conn):
     return {"stopping": True}

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.settings.config import Config
-from daemon.settings.mailfolders import discover_mail_folders, thunderbird_roots
+from ragd.daemon.settings.config import Config
+from ragd.daemon.settings.mailfolders import discover_mail_folders, thunderbird_roots
 
 
 def profile(root: Path, ini: str, folders: list[str]) -> None:
@@ -59,7 +59,7 @@ def test_windows_and_macos_locations() -> None:
 
 def test_doctor_offers_the_folders_found_and_checks_configured_ones(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from daemon.cli.doctor import _mail_checks
+    from ragd.daemon.cli.doctor import _mail_checks
 
     home = tmp_path / "home"
     profile(home / ".thunderbird", "[Profile0]\nPath=p\n", ["p/Mail/Local Folders"])

@@ -17,14 +17,14 @@ import pytest
 from conftest import corpus_path
 from vault_fixtures import write_vault
 
-from daemon.embed.embedding import (
+from ragd.daemon.embed.embedding import (
     SentenceTransformerEmbedder,
     make_embedder,
     make_fingerprint,
     models_dir,
     resolve_model_path,
 )
-from daemon.embed.onnx_embedder import (
+from ragd.daemon.embed.onnx_embedder import (
     ONNX,
     ONNX_INT8,
     GraphManifest,
@@ -35,11 +35,11 @@ from daemon.embed.onnx_embedder import (
     pool,
     read_model_layout,
 )
-from daemon.runtime.app import App
-from daemon.search.engine import SearchRequest
-from daemon.search.filters import Filters
-from daemon.settings.config import EmbeddingConfig, load_config
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.runtime.app import App
+from ragd.daemon.search.engine import SearchRequest
+from ragd.daemon.search.filters import Filters
+from ragd.daemon.settings.config import EmbeddingConfig, load_config
+from ragd.daemon.settings.paths import resolve_paths
 
 MODEL = "all-MiniLM-L6-v2"
 HEAVY = ("torch", "sentence_transformers", "transformers")
@@ -48,7 +48,7 @@ HEAVY = ("torch", "sentence_transformers", "transformers")
 @pytest.fixture(scope="session")
 def exported(real_embedder: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The default model exported once per session (reusing the loaded reference model)."""
-    from daemon.embed.onnx_export import ensure_graph
+    from ragd.daemon.embed.onnx_export import ensure_graph
 
     root = tmp_path_factory.mktemp("onnx-models")
     real_embedder.warm_up()
@@ -234,11 +234,11 @@ def test_switching_backend_reembeds_visibly(tmp_path: Path, exported: Path, real
 
 PROBE = """
 import json, sys
-from daemon.runtime.app import App
-from daemon.settings.config import load_config
-from daemon.settings.paths import resolve_paths
-from daemon.search.engine import SearchRequest
-from daemon.search.filters import Filters
+from ragd.daemon.runtime.app import App
+from ragd.daemon.settings.config import load_config
+from ragd.daemon.settings.paths import resolve_paths
+from ragd.daemon.search.engine import SearchRequest
+from ragd.daemon.search.filters import Filters
 
 paths = resolve_paths()
 with App(paths, load_config(paths)) as app:
@@ -271,8 +271,8 @@ def test_onnx_index_and_search_import_no_torch(tmp_path: Path, exported: Path,
 FIRST_USE = """
 import json, sys
 from pathlib import Path
-from daemon.settings.config import EmbeddingConfig
-from daemon.embed.embedding import make_embedder
+from ragd.daemon.settings.config import EmbeddingConfig
+from ragd.daemon.embed.embedding import make_embedder
 
 emb = make_embedder(EmbeddingConfig(backend="onnx-int8"), Path(sys.argv[1]))
 vec = emb.embed(["first use"])

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon.errors import ConfigError
-from daemon.settings import paths as paths_module
-from daemon.settings.paths import MAX_SOCKET_PATH_BYTES, Paths, resolve_paths
+from ragd.daemon.errors import ConfigError
+from ragd.daemon.settings import paths as paths_module
+from ragd.daemon.settings.paths import MAX_SOCKET_PATH_BYTES, Paths, resolve_paths
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX modes and uids")
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.errors import InvalidArgument
-from daemon.settings.policy import check_name, check_new_name, check_root
+from ragd.daemon.errors import InvalidArgument
+from ragd.daemon.settings.policy import check_name, check_new_name, check_root
 
 
 @pytest.mark.parametrize("name", ["notes", "My-Project_2", "v1.2", "a", "x" * 64])

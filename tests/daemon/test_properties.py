@@ -9,9 +9,14 @@ from typing import Any
 import pytest
 from vault_fixtures import write_vault
 
-from daemon.models import Document
-from daemon.sources.vault import parse_note
-from daemon.text.properties import is_properties, properties_chunks, render_key, render_properties
+from ragd.daemon.models import Document
+from ragd.daemon.sources.vault import parse_note
+from ragd.daemon.text.properties import (
+    is_properties,
+    properties_chunks,
+    render_key,
+    render_properties,
+)
 
 FILM = """---
 categories:
@@ -107,9 +112,9 @@ loc: ["[[Kyoto]]", "[[Japan]]"]
 
 @pytest.fixture
 def app(tmp_path: Path, real_embedder: Any) -> Iterator[Any]:
-    from daemon.runtime.app import App
-    from daemon.settings.config import load_config
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.runtime.app import App
+    from ragd.daemon.settings.config import load_config
+    from ragd.daemon.settings.paths import resolve_paths
 
     vault = write_vault(tmp_path / "Vault")
     write_vault(vault, NOTES)
@@ -121,7 +126,7 @@ def app(tmp_path: Path, real_embedder: Any) -> Iterator[Any]:
 
 
 def first_title(app: Any, query: str, mode: str = "hybrid") -> str:
-    from daemon.search.engine import SearchRequest
+    from ragd.daemon.search.engine import SearchRequest
 
     res = app.search_engine.search(SearchRequest(query=query, mode=mode, top_k=5))
     return str(res["results"][0]["title"]) if res["results"] else ""
@@ -129,8 +134,8 @@ def first_title(app: Any, query: str, mode: str = "hybrid") -> str:
 
 @pytest.mark.slow
 def test_frontmatter_only_notes_are_found_and_counted(app: Any) -> None:
-    from daemon.cli.main import format_report
-    from daemon.cli.remote import format_status
+    from ragd.daemon.cli.main import format_report
+    from ragd.daemon.cli.remote import format_status
 
     report = app.sync_all()[0]
     assert report.indexed == 11 and not report.skipped_files and not report.errors

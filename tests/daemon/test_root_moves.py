@@ -14,13 +14,13 @@ import pytest
 from daemon_proc import DaemonProc
 from vault_fixtures import write_vault
 
-from daemon.cli.remote import format_status
-from daemon.errors import RagdError, RootRefused
-from daemon.runtime.app import App
-from daemon.search.engine import SearchRequest
-from daemon.search.filters import Filters
-from daemon.settings.config import load_config
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.cli.remote import format_status
+from ragd.daemon.errors import RagdError, RootRefused
+from ragd.daemon.runtime.app import App
+from ragd.daemon.search.engine import SearchRequest
+from ragd.daemon.search.filters import Filters
+from ragd.daemon.settings.config import load_config
+from ragd.daemon.settings.paths import resolve_paths
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.name != "posix", reason="builds POSIX links")]

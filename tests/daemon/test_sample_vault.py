@@ -18,11 +18,11 @@ import pytest
 from daemon_proc import DaemonProc, wait_for
 from feed_fixtures import CountingEmbedder
 
-from daemon.ipc.discovery import find_daemon
-from daemon.runtime import sample
-from daemon.runtime.app import App
-from daemon.settings.config import load_config
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.ipc.discovery import find_daemon
+from ragd.daemon.runtime import sample
+from ragd.daemon.runtime.app import App
+from ragd.daemon.settings.config import load_config
+from ragd.daemon.settings.paths import resolve_paths
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGED = REPO / "daemon" / "sample_vault"
@@ -69,7 +69,7 @@ def test_the_wheel_ships_every_file_of_the_sample() -> None:
     """pyproject's package-data patterns cover each file (the wheel test of issue 27 item 3
     builds the wheel itself)."""
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    patterns = config["tool"]["setuptools"]["package-data"]["daemon"]
+    patterns = config["tool"]["setuptools"]["package-data"]["ragd.daemon"]
     shipped = {p for pattern in patterns for p in (REPO / "daemon").glob(pattern)}
     for path in PACKAGED.rglob("*"):
         if path.is_file():
@@ -170,7 +170,7 @@ def test_make_run_with_no_vault_serves_the_sample(ragd_home: Path, empty_home: P
 
 
 def test_the_ready_line_says_the_sample_is_served() -> None:
-    from daemon.cli.remote import ready_line
+    from ragd.daemon.cli.remote import ready_line
 
     info = {"version": "0.1.0", "pid": 42, "socket": "/s", "seconds": 1.0, "fatal": None,
             "phase": None, "log": "/l", "sample_vault": "/home/a/Documents/ragd-sample-vault"}

@@ -2,8 +2,8 @@ import threading
 
 import pytest
 
-from daemon.runtime import scheduler
-from daemon.runtime.scheduler import EXPLICIT, HINT, SMALL_JOB, SWEEP, Job, JobQueue
+from ragd.daemon.runtime import scheduler
+from ragd.daemon.runtime.scheduler import EXPLICIT, HINT, SMALL_JOB, SWEEP, Job, JobQueue
 
 
 def test_priority_order_and_fifo_within_a_priority() -> None:

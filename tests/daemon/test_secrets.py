@@ -21,8 +21,8 @@ import pytest
 from keyring.backend import KeyringBackend
 from keyring.errors import PasswordDeleteError
 
-from daemon.errors import ConfigError, InvalidArgument, NotFound
-from daemon.settings import secrets
+from ragd.daemon.errors import ConfigError, InvalidArgument, NotFound
+from ragd.daemon.settings import secrets
 
 REPO = Path(__file__).resolve().parents[2]
 FAIL = "keyring.backends.fail.Keyring"
@@ -218,7 +218,7 @@ def test_cli_end_to_end_on_a_headless_machine(tmp_path: Path) -> None:
     env.pop(secrets.FILE_ENV, None)
 
     def ragd(*args: str, stdin: str = "", **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "daemon.cli.main", "secret", *args],
+        return subprocess.run([sys.executable, "-m", "ragd.daemon.cli.main", "secret", *args],
                               input=stdin, capture_output=True, text=True, timeout=60,
                               env={**env, **extra}, cwd=REPO)
 

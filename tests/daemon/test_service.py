@@ -19,9 +19,9 @@ import pytest
 from daemon_proc import DaemonProc, catalog_progress, duplicate_chunks, settle, wait_for
 from vault_fixtures import write_vault
 
-from daemon.runtime.app import App
-from daemon.settings.config import load_config
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.runtime.app import App
+from ragd.daemon.settings.config import load_config
+from ragd.daemon.settings.paths import resolve_paths
 
 pytestmark = pytest.mark.slow
 
@@ -249,7 +249,7 @@ def test_second_daemon_refuses_to_start(daemon: DaemonProc, ragd_home: Path,
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "daemon.cli.main", "daemon"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "ragd.daemon.cli.main", "daemon"], capture_output=True,
                           text=True, timeout=60, env={**os.environ, "RAGD_HOME": str(ragd_home)})
     assert proc.returncode != 0 and "already running" in proc.stderr
 

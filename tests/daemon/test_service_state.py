@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from daemon.runtime.handlers import status
-from daemon.runtime.scheduler import SWEEP, Job
-from daemon.runtime.service import CATCHING_UP, LOADING_MODEL, OPENING_INDEX, Daemon
-from daemon.settings.config import load_config
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.runtime.handlers import status
+from ragd.daemon.runtime.scheduler import SWEEP, Job
+from ragd.daemon.runtime.service import CATCHING_UP, LOADING_MODEL, OPENING_INDEX, Daemon
+from ragd.daemon.settings.config import load_config
+from ragd.daemon.settings.paths import resolve_paths
 
 
 def _daemon() -> Daemon:

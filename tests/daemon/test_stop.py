@@ -17,9 +17,9 @@ from daemon_proc import DaemonProc, duplicate_chunks, wait_for
 from slow_documents import alive, cpu_seconds, slow_latex, worker_pids
 from vault_fixtures import write_vault
 
-from daemon.runtime.app import App
-from daemon.settings.config import load_config
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.runtime.app import App
+from ragd.daemon.settings.config import load_config
+from ragd.daemon.settings.paths import resolve_paths
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -61,7 +61,7 @@ def test_stop_within_5_s_during_a_slow_conversion_and_no_worker_left(ragd_home: 
     d.call("index", {"collection": "papers", "path": str(project), "wait": False})
     worker = busy_worker(d)
     t0 = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "daemon.cli.main", "stop"], env=env,
+    out = subprocess.run([sys.executable, "-m", "ragd.daemon.cli.main", "stop"], env=env,
                          capture_output=True, text=True, timeout=60)
     took = time.monotonic() - t0
     print(f"ragd stop took {took:.2f} s during a conversion")
@@ -96,7 +96,7 @@ def test_stop_within_5_s_during_a_slow_conversion_and_no_worker_left(ragd_home: 
 def ragd_stop(home: Path) -> float:
     """Run `ragd stop`; how long it took."""
     t0 = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "daemon.cli.main", "stop"],
+    out = subprocess.run([sys.executable, "-m", "ragd.daemon.cli.main", "stop"],
                          env={**os.environ, "RAGD_HOME": str(home)}, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0 and "stopped" in out.stdout, out

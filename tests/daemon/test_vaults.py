@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from daemon.settings.vaults import discover_vaults, obsidian_config_candidates, vault_name
+from ragd.daemon.settings.vaults import discover_vaults, obsidian_config_candidates, vault_name
 
 FLATPAK = Path(".var/app/md.obsidian.Obsidian/config/obsidian/obsidian.json")
 SNAP = Path("snap/obsidian/current/.config/obsidian/obsidian.json")
@@ -157,7 +157,7 @@ def test_broken_obsidian_json_is_ignored_with_a_warning(
     native.write_text('{"vaults": {"a": {"path": ', encoding="utf-8")
     _obsidian_json(home / FLATPAK, {"b": {"path": str(vault)}})
 
-    with caplog.at_level(logging.WARNING, logger="daemon.settings.vaults"):
+    with caplog.at_level(logging.WARNING, logger="ragd.daemon.settings.vaults"):
         found = discover_vaults(platform="linux", env={}, home=home)
 
     assert found == [vault]
@@ -176,7 +176,7 @@ def test_malformed_obsidian_json_never_raises(
     native.parent.mkdir(parents=True)
     native.write_bytes(content)
 
-    with caplog.at_level(logging.WARNING, logger="daemon.settings.vaults"):
+    with caplog.at_level(logging.WARNING, logger="ragd.daemon.settings.vaults"):
         assert discover_vaults(platform="linux", env={}, home=home) == []
 
     assert "ignoring Obsidian's vault list" in caplog.text

@@ -1,4 +1,4 @@
-from daemon.runtime.watch import hints_from_changes, is_ignored
+from ragd.daemon.runtime.watch import hints_from_changes, is_ignored
 
 
 def test_events_map_to_collections_and_relative_paths() -> None:

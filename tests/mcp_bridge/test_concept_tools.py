@@ -20,7 +20,7 @@ from daemon_proc import DaemonProc, wait_for
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.settings.paths import resolve_paths
 
 pytestmark = pytest.mark.slow
 BRIDGE = Path(sys.executable).parent / "ragd-mcp"

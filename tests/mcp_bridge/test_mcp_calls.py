@@ -17,10 +17,10 @@ import mcp.types as types
 import pytest
 from mcp.shared.memory import create_connected_server_and_client_session
 
-from daemon.errors import DaemonUnavailable, InvalidArgument, NotFound, ProtocolMismatch
-from mcp_bridge.link import CallTimedOut
-from mcp_bridge.server import build_server, choose_tools, configured_toolsets, error_text
-from mcp_bridge.tools import TOOLS
+from ragd.daemon.errors import DaemonUnavailable, InvalidArgument, NotFound, ProtocolMismatch
+from ragd.mcp_bridge.link import CallTimedOut
+from ragd.mcp_bridge.server import build_server, choose_tools, configured_toolsets, error_text
+from ragd.mcp_bridge.tools import TOOLS
 
 RESULT = {"title": "Levain care", "content": "Feed the levain", "collection": "obsidian",
           "source_type": "markdown", "source_path": "/v/Levain care.md",

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon.errors import ConfigError
-from mcp_bridge import clients
-from mcp_bridge.clients import (
+from ragd.daemon.errors import ConfigError
+from ragd.mcp_bridge import clients
+from ragd.mcp_bridge.clients import (
     CLIENTS,
     bridge_command,
     claude_code_command,
@@ -148,7 +148,7 @@ def test_the_command_prints_pure_json_and_installs(
 
 def test_the_ragd_cli_dispatches_mcp_config(tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from daemon.cli.main import main
+    from ragd.daemon.cli.main import main
 
     assert main(["mcp-config", "claude-code"]) == 0
     assert "mcpServers" in json.loads(capsys.readouterr().out)

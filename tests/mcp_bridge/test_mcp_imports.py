@@ -14,12 +14,12 @@ HEAVY = ("torch", "faiss", "whoosh", "sentence_transformers", "numpy", "transfor
 
 PROBE = """
 import json, sys
-import mcp_bridge.server as s
+import ragd.mcp_bridge.server as s
 after_import = sorted(sys.modules)
 link = s.DaemonLink()
 server = s.build_server(s.choose_tools(s.configured_toolsets()), link)
 server.create_initialization_options()
-import mcp_bridge.clients
+import ragd.mcp_bridge.clients
 print(json.dumps({"import": after_import, "built": sorted(sys.modules)}))
 """
 
@@ -32,5 +32,5 @@ def test_the_bridge_imports_nothing_heavy(ragd_home: object) -> None:
         heavy = sorted(m for m in loaded[stage] if m.split(".")[0] in HEAVY)
         assert heavy == [], f"after {stage}: {heavy}"
     # The indexing side of the daemon package is not loaded either.
-    assert not [m for m in loaded["built"] if m.startswith(("daemon.runtime.app", "daemon.runtime.service",
-                                                            "daemon.search", "daemon.stores.catalog"))]
+    assert not [m for m in loaded["built"] if m.startswith(("ragd.daemon.runtime.app", "ragd.daemon.runtime.service",
+                                                            "ragd.daemon.search", "ragd.daemon.stores.catalog"))]

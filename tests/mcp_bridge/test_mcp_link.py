@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from daemon_proc import wait_for
 
-from daemon.errors import DaemonUnavailable, InvalidArgument
-from daemon.settings.paths import resolve_paths
-from mcp_bridge import link as link_module
-from mcp_bridge.link import CallTimedOut, DaemonLink
+from ragd.daemon.errors import DaemonUnavailable, InvalidArgument
+from ragd.daemon.settings.paths import resolve_paths
+from ragd.mcp_bridge import link as link_module
+from ragd.mcp_bridge.link import CallTimedOut, DaemonLink
 
 
 class FakeClient:

@@ -32,12 +32,12 @@ from mcp import ClientSession, McpError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from vault_fixtures import write_vault
 
-from daemon.errors import InvalidArgument, PathRefused, RagdError
-from daemon.ipc import protocol as p
-from daemon.ipc.client import Client
-from daemon.ipc.discovery import find_daemon
-from daemon.settings.paths import resolve_paths
-from mcp_bridge.tools import TOOLS
+from ragd.daemon.errors import InvalidArgument, PathRefused, RagdError
+from ragd.daemon.ipc import protocol as p
+from ragd.daemon.ipc.client import Client
+from ragd.daemon.ipc.discovery import find_daemon
+from ragd.daemon.settings.paths import resolve_paths
+from ragd.mcp_bridge.tools import TOOLS
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(sys.platform != "linux", reason="/proc, FIFOs and links")]

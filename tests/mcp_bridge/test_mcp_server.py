@@ -28,11 +28,11 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from vault_fixtures import write_vault
 
-from daemon.errors import DaemonUnavailable
-from daemon.ipc.discovery import find_daemon
-from daemon.runtime.launch import connect
-from daemon.settings.paths import resolve_paths
-from mcp_bridge.tools import RESULT_FIELDS, TOOLS
+from ragd.daemon.errors import DaemonUnavailable
+from ragd.daemon.ipc.discovery import find_daemon
+from ragd.daemon.runtime.launch import connect
+from ragd.daemon.settings.paths import resolve_paths
+from ragd.mcp_bridge.tools import RESULT_FIELDS, TOOLS
 
 pytestmark = pytest.mark.slow
 
@@ -165,7 +165,7 @@ def test_tools_and_their_schemas_match_the_reference(shared: Shared, errlog: Tex
     for tool in tools:
         assert list(tool.inputSchema["properties"]) == PARAMS[tool.name]
         assert tool.inputSchema == specs[tool.name].input_schema
-        assert tool.outputSchema is None  # see mcp_bridge.server.mcp_tool: too dear per call
+        assert tool.outputSchema is None  # see ragd.mcp_bridge.server.mcp_tool: too dear per call
         assert tool.description
     search = tools[0].inputSchema["properties"]
     assert tools[0].inputSchema["required"] == ["query"]

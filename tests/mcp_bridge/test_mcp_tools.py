@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from daemon.errors import InvalidArgument
-from mcp_bridge import tools
-from mcp_bridge.tools import (
+from ragd.daemon.errors import InvalidArgument
+from ragd.mcp_bridge import tools
+from ragd.mcp_bridge.tools import (
     DOC_STORE_FIELDS,
     RESULT_FIELDS,
     TOOLS,

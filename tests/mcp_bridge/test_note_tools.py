@@ -28,8 +28,8 @@ from daemon_proc import DaemonProc
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from daemon.errors import RagdError
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.errors import RagdError
+from ragd.daemon.settings.paths import resolve_paths
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(sys.platform == "win32", reason="symbolic links")]

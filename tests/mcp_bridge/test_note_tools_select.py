@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.errors import InvalidArgument
-from daemon.settings.config import McpConfig
-from mcp_bridge.server import choose_tools, mcp_tool
-from mcp_bridge.tools import registered_tools, select_tools
+from ragd.daemon.errors import InvalidArgument
+from ragd.daemon.settings.config import McpConfig
+from ragd.mcp_bridge.server import choose_tools, mcp_tool
+from ragd.mcp_bridge.tools import registered_tools, select_tools
 
 ALL = ["search", "index", "notes", "omni", "vault"]
 

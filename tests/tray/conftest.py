@@ -179,7 +179,7 @@ def require_menu_libraries() -> None:
     but ragd's environment has no PyGObject (then `make setup` went wrong)."""
     import importlib.util
 
-    from tray.backend_choice import probe
+    from ragd.tray.backend_choice import probe
 
     desktop = probe({}, ask_session=False)
     if importlib.util.find_spec("gi") is not None and desktop.gtk and desktop.appindicator:
@@ -403,7 +403,7 @@ def trayer(xserver: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Ite
         pytest.skip(f"{TRAYER} not found: apt-get install trayer")
     from daemon_proc import wait_for
 
-    from tray.backend_choice import xembed_tray_owned
+    from ragd.tray.backend_choice import xembed_tray_owned
 
     monkeypatch.setenv("DISPLAY", xserver)
     with open(tmp_path / "trayer.log", "wb") as log:

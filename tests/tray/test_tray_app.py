@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from daemon_proc import DaemonProc, wait_for
 
-from daemon.errors import DaemonUnavailable, ProtocolMismatch
-from daemon.ipc.client import Client
-from daemon.ipc.discovery import find_daemon
-from daemon.settings.paths import resolve_paths
-from tray import viewmodel as vm
-from tray.app import TrayApp
-from tray.autostart import Autostart
-from tray.desktop import tray_lock
+from ragd.daemon.errors import DaemonUnavailable, ProtocolMismatch
+from ragd.daemon.ipc.client import Client
+from ragd.daemon.ipc.discovery import find_daemon
+from ragd.daemon.settings.paths import resolve_paths
+from ragd.tray import viewmodel as vm
+from ragd.tray.app import TrayApp
+from ragd.tray.autostart import Autostart
+from ragd.tray.desktop import tray_lock
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "faiss", "whoosh", "sentence_transformers", "numpy", "mcp", "pystray", "PIL",
@@ -61,15 +61,15 @@ class Recorder:
 
 # -- imports and start-up without a display -----------------------------------------------
 def test_importing_the_tray_loads_nothing_heavy() -> None:
-    loaded = fresh_modules("tray.app", "tray.viewmodel", "tray.icons", "tray.autostart",
-                           "tray.backend_choice", "tray.backends", "tray.desktop",
-                           "daemon.settings.secrets")
+    loaded = fresh_modules("ragd.tray.app", "ragd.tray.viewmodel", "ragd.tray.icons", "ragd.tray.autostart",
+                           "ragd.tray.backend_choice", "ragd.tray.backends", "ragd.tray.desktop",
+                           "ragd.daemon.settings.secrets")
     heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY)
     assert heavy == []
 
 
 def test_no_display_gives_a_clear_message() -> None:
-    for argv in (["-m", "tray.app"], ["-m", "daemon.cli.main", "tray"]):
+    for argv in (["-m", "ragd.tray.app"], ["-m", "ragd.daemon.cli.main", "tray"]):
         run = subprocess.run([sys.executable, *argv], capture_output=True, text=True,
                              timeout=60, cwd=REPO, env=headless_env())
         assert run.returncode == 1, run.stderr
@@ -80,7 +80,7 @@ def test_no_display_gives_a_clear_message() -> None:
 
 def test_an_unreachable_display_gives_a_clear_message() -> None:
     """pystray raises Xlib's display errors at import, not ImportError: still one sentence."""
-    run = subprocess.run([sys.executable, "-m", "tray.app"], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-m", "ragd.tray.app"], capture_output=True, text=True,
                          timeout=60, cwd=REPO, env=headless_env(DISPLAY=":4095"))
     assert run.returncode == 1
     assert "error: cannot show a tray icon: Display" in run.stderr  # DisplayConnectionError

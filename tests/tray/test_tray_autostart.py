@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.errors import ConfigError
-from tray.autostart import (
+from ragd.daemon.errors import ConfigError
+from ragd.tray.autostart import (
     RUN_VALUE,
     Autostart,
     cmd_autostart,
@@ -23,14 +23,14 @@ from tray.autostart import (
     systemd_exec,
     templates_dir,
 )
-from tray.viewmodel import build_view, find_entry
+from ragd.tray.viewmodel import build_view, find_entry
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "packaging" / "autostart"
 STATUS = {"state": "idle", "collections": [], "indexing": {"active": False, "remaining": 0}}
 
 
 class FakeRegistry:
-    """HKCU\\...\\Run as a dict (the real one is tray.autostart.WinRegistry)."""
+    """HKCU\\...\\Run as a dict (the real one is ragd.tray.autostart.WinRegistry)."""
 
     def __init__(self) -> None:
         self.values: dict[str, str] = {}
@@ -104,7 +104,7 @@ def test_linux_desktop_entry(tmp_path: Path) -> None:
     assert entry["Type"] == "Application" and entry["Name"] == "ragd"
     # RAGD_HOME is carried so the tray at login finds the same daemon.
     assert entry["Exec"] == (f'env "RAGD_HOME={tmp_path}/my ragd" /opt/ragd/bin/python3 '
-                             "-m tray.app")
+                             "-m ragd.tray.app")
     assert auto.status().enabled and checkbox(auto) is True
 
     off = auto.disable()
@@ -139,7 +139,7 @@ def test_systemd_unit_with_systemctl(tmp_path: Path) -> None:
     assert "systemctl --user start ragd.service" in result.detail
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     parser.read(unit, encoding="utf-8")
-    assert parser["Service"]["ExecStart"] == "/usr/bin/python3 -m daemon.cli.main daemon"
+    assert parser["Service"]["ExecStart"] == "/usr/bin/python3 -m ragd.daemon.cli.main daemon"
     assert parser["Service"]["Restart"] == "on-failure"
     assert parser["Install"]["WantedBy"] == "default.target"
     assert '"RAGD_HOME=/data/r%%d"' in unit.read_text(encoding="utf-8")  # % is a specifier
@@ -166,7 +166,7 @@ def test_systemd_unit_without_systemctl_links_by_hand(tmp_path: Path) -> None:
 
 def test_systemd_on_real_machine_if_available(tmp_path: Path) -> None:
     """The default runner: None here when no user manager answers (containers, CI)."""
-    from tray.autostart import run_systemctl
+    from ragd.tray.autostart import run_systemctl
 
     answer = run_systemctl(["is-enabled", "ragd-test-nonexistent.service"])
     assert answer is None or answer[0] != 0
@@ -183,7 +183,7 @@ def test_macos_launch_agent(tmp_path: Path) -> None:
     assert result.method == "launchagent" and result.location == str(path) and result.enabled
     plist = plistlib.loads(path.read_bytes())
     assert plist["Label"] == "io.ragd.tray"
-    assert plist["ProgramArguments"] == ["/Applications/ragd/bin/python3", "-m", "tray.app"]
+    assert plist["ProgramArguments"] == ["/Applications/ragd/bin/python3", "-m", "ragd.tray.app"]
     assert plist["RunAtLoad"] is True and plist["KeepAlive"] is False
     assert plist["EnvironmentVariables"]["RAGD_HOME"] == "/Volumes/x/ragd"
     assert plist["StandardErrorPath"] == str(home / "Library" / "Logs" / "ragd-tray.log")
@@ -202,7 +202,7 @@ def test_windows_run_key() -> None:
     assert result.location == (r"HKEY_CURRENT_USER\Software\Microsoft\Windows"
                                r"\CurrentVersion\Run\ragd")
     # pythonw: no console window at login.
-    assert registry.values[RUN_VALUE] == r'"C:\Program Files\Python311\pythonw.exe" -m tray.app'
+    assert registry.values[RUN_VALUE] == r'"C:\Program Files\Python311\pythonw.exe" -m ragd.tray.app'
     assert checkbox(auto) is True
     assert not auto.disable().enabled and registry.values == {} and checkbox(auto) is False
 
@@ -223,12 +223,12 @@ def test_methods_are_checked() -> None:
 
 def test_exec_quoting() -> None:
     assert desktop_exec(["/usr/bin/ragd-tray"]) == "/usr/bin/ragd-tray"
-    assert desktop_exec(["/opt/my apps/python", "-m", "tray.app"]) == \
-        '"/opt/my apps/python" -m tray.app'
+    assert desktop_exec(["/opt/my apps/python", "-m", "ragd.tray.app"]) == \
+        '"/opt/my apps/python" -m ragd.tray.app'
     assert desktop_exec(["/x/100%"]) == "/x/100%%"
     assert desktop_exec(['/a "b"']) == '"/a \\\\"b\\\\""'  # Exec quoting, then string escaping
-    assert systemd_exec(["/opt/my apps/python", "-m", "daemon.cli.main"]) == \
-        '"/opt/my apps/python" -m daemon.cli.main'
+    assert systemd_exec(["/opt/my apps/python", "-m", "ragd.daemon.cli.main"]) == \
+        '"/opt/my apps/python" -m ragd.daemon.cli.main'
     assert systemd_exec(["/x/%h$"]) == "/x/%%h$$"
 
 
@@ -246,7 +246,7 @@ def test_cmd_autostart_on_status_off(tmp_path: Path, monkeypatch: pytest.MonkeyP
                                      capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
-    monkeypatch.setattr("tray.autostart.run_systemctl", no_systemctl)
+    monkeypatch.setattr("ragd.tray.autostart.run_systemctl", no_systemctl)
     if not sys.platform.startswith("linux"):
         pytest.skip("the command is exercised on Linux; other layouts are unit-tested above")
     entry = tmp_path / "cfg" / "autostart" / "ragd.desktop"

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from daemon.settings.paths import resolve_paths
-from tray import backend_choice as bc
-from tray.desktop import notice_once
+from ragd.daemon.settings.paths import resolve_paths
+from ragd.tray import backend_choice as bc
+from ragd.tray.desktop import notice_once
 
 FULL = bc.Desktop(platform="linux", display=True, x11=True, sni_host=False, xembed_tray=False,
                   gi=True, gtk=True, appindicator=True, family="apt")
@@ -146,7 +146,7 @@ def test_the_tray_falls_back_to_xorg_when_its_backend_cannot_load(tmp_path: Path
     gives way to xorg, whose error then says what is wrong; never a traceback."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYSTRAY_BACKEND", "WAYLAND_DISPLAY")}
-    code = ("import sys\nfrom tray.desktop import load_pystray\n"
+    code = ("import sys\nfrom ragd.tray.desktop import load_pystray\n"
             "try:\n    load_pystray('gtk')\nexcept Exception as exc:\n    print(exc.message)\n")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, env={**env, "DISPLAY": ":4095"},
@@ -182,7 +182,7 @@ def test_an_icon_without_a_menu_says_so_once(tray_host: Any, tmp_path: Path,
     for run in (1, 2):
         out = tmp_path / f"tray-{run}.err"
         with open(out, "wb") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "tray.app", "--no-start"], env=env,
+            proc = subprocess.Popen([sys.executable, "-m", "ragd.tray.app", "--no-start"], env=env,
                                     cwd=Path(__file__).resolve().parents[2],
                                     stdout=subprocess.DEVNULL, stderr=err)
         try:

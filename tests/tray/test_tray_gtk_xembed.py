@@ -20,10 +20,10 @@ from typing import Any, TypeVar
 import pytest
 from daemon_proc import DaemonProc, wait_for
 
-from daemon.settings.paths import resolve_paths
-from tray import backend_choice
-from tray.app import TrayApp
-from tray.autostart import Autostart
+from ragd.daemon.settings.paths import resolve_paths
+from ragd.tray import backend_choice
+from ragd.tray.app import TrayApp
+from ragd.tray.autostart import Autostart
 
 pytestmark = pytest.mark.slow
 T = TypeVar("T")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageChops, ImageStat
 
-from tray.icons import (
+from ragd.tray.icons import (
     COLOURS,
     ICON_STATES,
     SIZES,
@@ -88,7 +88,7 @@ def test_write_icons_matches_the_packaged_icon(tmp_path: Path) -> None:
     written = write_icons(tmp_path)
     assert {p.name for p in written} == {f"ragd-{s}-64.png" for s in ICON_STATES} | {"ragd.png"}
     packaged = Path(__file__).resolve().parents[2] / "packaging" / "icons" / "ragd.png"
-    assert packaged.is_file(), "regenerate with `python -m tray.icons packaging/icons`"
+    assert packaged.is_file(), "regenerate with `python -m ragd.tray.icons packaging/icons`"
     with Image.open(packaged) as shipped, Image.open(tmp_path / "ragd.png") as fresh:
         assert shipped.size == (256, 256)
         assert _difference(shipped, fresh) < 1.0

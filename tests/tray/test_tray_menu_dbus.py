@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from daemon_proc import DaemonProc, wait_for
 
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.settings.paths import resolve_paths
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -35,7 +35,7 @@ def tray(daemon: DaemonProc, xserver: str, sni_host: str, desktop_home: Path, tm
     env = {k: v for k, v in os.environ.items() if k not in ("PYSTRAY_BACKEND", "WAYLAND_DISPLAY")}
     env.update(DISPLAY=xserver, DBUS_SESSION_BUS_ADDRESS=sni_host, NO_AT_BRIDGE="1")
     with open(tmp_path / "tray.out", "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "tray.app", "--no-start", "--verbose"],
+        proc = subprocess.Popen([sys.executable, "-m", "ragd.tray.app", "--no-start", "--verbose"],
                                 env=env, cwd=REPO, stdout=out, stderr=out)
     try:
         yield proc

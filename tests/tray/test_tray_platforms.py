@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from daemon.settings.paths import resolve_paths
-from tray import viewmodel as vm
-from tray.app import TrayApp
-from tray.autostart import Autostart
-from tray.backends import IconDriver
+from ragd.daemon.settings.paths import resolve_paths
+from ragd.tray import viewmodel as vm
+from ragd.tray.app import TrayApp
+from ragd.tray.autostart import Autostart
+from ragd.tray.backends import IconDriver
 
 
 class RecordingDriver(IconDriver):
@@ -155,7 +155,7 @@ def test_one_menu_follows_the_daemon_on_every_platform(
     assert done == [(vm.RESUME, None), (vm.REINDEX, None), (vm.REINDEX, "obsidian")]
 
     # The daemon goes away: the menu offers to start it.
-    from daemon.errors import DaemonUnavailable
+    from ragd.daemon.errors import DaemonUnavailable
 
     app._set_source(DaemonUnavailable("gone"))
     assert item(driver.menus[-1], "Start the daemon").enabled

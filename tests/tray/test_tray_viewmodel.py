@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from daemon.errors import DaemonUnavailable, ProtocolMismatch, RagdError
-from tray.autostart import AutostartStatus
-from tray.icons import ICON_STATES, TOOLTIP_MAX
-from tray.viewmodel import (
+from ragd.daemon.errors import DaemonUnavailable, ProtocolMismatch, RagdError
+from ragd.tray.autostart import AutostartStatus
+from ragd.tray.icons import ICON_STATES, TOOLTIP_MAX
+from ragd.tray.viewmodel import (
     AUTOSTART,
     OPEN_CONFIG,
     OPEN_LOG,

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from daemon_proc import DaemonProc, wait_for
 
-from daemon.settings.paths import resolve_paths
-from tray.app import TrayApp
-from tray.autostart import Autostart
-from tray.icons import COLOURS, icon_image
+from ragd.daemon.settings.paths import resolve_paths
+from ragd.tray.app import TrayApp
+from ragd.tray.autostart import Autostart
+from ragd.tray.icons import COLOURS, icon_image
 
 pytestmark = pytest.mark.slow
 
@@ -186,7 +186,7 @@ def test_real_icon_follows_and_drives_the_daemon(
         assert find_item(icon.menu, "Start at login").checked is True
         parser = configparser.ConfigParser(interpolation=None)
         parser.read(entry, encoding="utf-8")
-        assert "tray.app" in parser["Desktop Entry"]["Exec"] or \
+        assert "ragd.tray.app" in parser["Desktop Entry"]["Exec"] or \
             "ragd-tray" in parser["Desktop Entry"]["Exec"]
         if shutil.which("desktop-file-validate"):
             check = subprocess.run(["desktop-file-validate", str(entry)], capture_output=True,

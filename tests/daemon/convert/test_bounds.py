@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from document_fixtures import amplifying_epub
 
-from daemon.convert.bounds import MAX_TEXT_CHARS, MIN_BUDGET_CHARS, TRUNCATED, cut, text_budget
-from daemon.convert.converters import convert
-from daemon.convert.documents import DocumentSettings, open_documents
-from daemon.models import Document
+from ragd.daemon.convert.bounds import MAX_TEXT_CHARS, MIN_BUDGET_CHARS, TRUNCATED, cut, text_budget
+from ragd.daemon.convert.converters import convert
+from ragd.daemon.convert.documents import DocumentSettings, open_documents
+from ragd.daemon.models import Document
 
 
 def test_budget_is_absolute_and_relative_to_the_size_on_disk() -> None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from document_fixtures import CSV, GOOD, HTML, LATEX, broken, epub_bytes, pdf_bytes
 
-from daemon.convert.converters import Converted, ConvertSkip, convert
-from daemon.convert.formats import FORMATS, format_for, page_number
-from daemon.convert.markdown import html_to_markdown, html_to_text, md_table, plain_text
-from daemon.skips import SKIP_CODES
-from daemon.text.headings import find_headings
+from ragd.daemon.convert.converters import Converted, ConvertSkip, convert
+from ragd.daemon.convert.formats import FORMATS, format_for, page_number
+from ragd.daemon.convert.markdown import html_to_markdown, html_to_text, md_table, plain_text
+from ragd.daemon.skips import SKIP_CODES
+from ragd.daemon.text.headings import find_headings
 
 
 def run(name: str, data: bytes) -> Converted:
@@ -158,7 +158,7 @@ def test_a_zip_bomb_is_refused_before_it_is_expanded(monkeypatch: pytest.MonkeyP
     import io
     import zipfile
 
-    monkeypatch.setattr("daemon.convert.converters.MAX_UNZIPPED_BYTES", 1 << 20)
+    monkeypatch.setattr("ragd.daemon.convert.converters.MAX_UNZIPPED_BYTES", 1 << 20)
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("word/document.xml", b"\x00" * (2 << 20))
@@ -168,7 +168,7 @@ def test_a_zip_bomb_is_refused_before_it_is_expanded(monkeypatch: pytest.MonkeyP
 
 
 def test_an_image_without_tesseract_is_a_clear_skip(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("daemon.convert.converters.tesseract", lambda: None)
+    monkeypatch.setattr("ragd.daemon.convert.converters.tesseract", lambda: None)
     with pytest.raises(ConvertSkip) as info:
         run("scan.png", b"\x89PNG\r\n\x1a\n" + b"\x00" * 64)
     assert info.value.code == "ocr_unavailable" and "tesseract" in info.value.detail.lower()

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from document_fixtures import pdf_bytes
 
-from daemon.convert.docstore import DocStore
-from daemon.convert.documents import ConversionFailed, convert_file, parse_document
-from daemon.convert.formats import FORMATS, Format
-from daemon.errors import InvalidArgument
-from daemon.models import Document, Skip
+from ragd.daemon.convert.docstore import DocStore
+from ragd.daemon.convert.documents import ConversionFailed, convert_file, parse_document
+from ragd.daemon.convert.formats import FORMATS, Format
+from ragd.daemon.errors import InvalidArgument
+from ragd.daemon.models import Document, Skip
 
 
 class CountingConverter:

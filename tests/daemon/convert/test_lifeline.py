@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.convert import lifeline
-from daemon.convert.process import (
+from ragd.daemon.convert import lifeline
+from ragd.daemon.convert.process import (
     JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
     JOB_OBJECT_LIMIT_PROCESS_MEMORY,
     JobLimits,
@@ -80,7 +80,7 @@ def test_job_object_limits_kill_on_close_and_cap_memory() -> None:
 
 # The parent starts a watched child, prints its pid and dies at once; the child must follow.
 _CHILD = ("import os, sys, time\n"
-          "from daemon.convert.lifeline import die_with_parent\n"
+          "from ragd.daemon.convert.lifeline import die_with_parent\n"
           "die_with_parent(os.getppid(), platform=sys.argv[1])\n"
           "print(os.getpid(), flush=True)\n"
           "time.sleep(60)\n")
@@ -117,7 +117,7 @@ def test_a_real_orphan_exits(platform: str) -> None:
 def test_a_worker_ends_what_its_programs_left_behind_but_not_itself(tmp_path: Path) -> None:
     script = textwrap.dedent("""
         import os, subprocess, sys, time
-        from daemon.convert import lifeline
+        from ragd.daemon.convert import lifeline
         lifeline.die_with_parent(os.getppid())
         left = subprocess.Popen(["sleep", "60"])  # in this worker's group
         assert lifeline.owns_group() and lifeline.end_rest_of_group()

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from conftest import corpus_path
 
-from daemon.convert import books
-from daemon.convert.converters import ConvertSkip, convert
-from daemon.convert.process import ConversionWorker
-from daemon.models import Skip
-from daemon.skips import SKIP_CODES, describe
+from ragd.daemon.convert import books
+from ragd.daemon.convert.converters import ConvertSkip, convert
+from ragd.daemon.convert.process import ConversionWorker
+from ragd.daemon.models import Skip
+from ragd.daemon.skips import SKIP_CODES, describe
 
 needs_ebook_convert = pytest.mark.skipif(
     shutil.which("ebook-convert") is None,
@@ -135,9 +135,9 @@ def test_the_shared_mobi_converts_through_ebook_convert() -> None:
 # -- in a project collection -------------------------------------------------------------------
 @pytest.fixture
 def app(tmp_path: Path, real_embedder: Any) -> Iterator[Any]:
-    from daemon.runtime.app import App
-    from daemon.settings.config import load_config
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.runtime.app import App
+    from ragd.daemon.settings.config import load_config
+    from ragd.daemon.settings.paths import resolve_paths
 
     paths = resolve_paths()
     with App(paths, load_config(paths, {}), embedder=real_embedder) as a:
@@ -167,8 +167,8 @@ def test_every_kindle_book_in_a_project_is_indexed_or_skipped_with_a_code(
 @needs_ebook_convert
 def test_a_mobi_skipped_without_calibre_is_indexed_once_calibre_is_there(
         app: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from daemon.search.engine import SearchRequest
-    from daemon.search.filters import Filters
+    from ragd.daemon.search.engine import SearchRequest
+    from ragd.daemon.search.filters import Filters
 
     folder = tmp_path / "project"
     folder.mkdir()

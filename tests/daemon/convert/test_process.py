@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from slow_documents import alive, slow_latex
 
-from daemon.convert.process import ConversionCancelled, ConversionWorker
-from daemon.errors import ConverterBusy, Interrupted
-from daemon.models import Skip
+from ragd.daemon.convert.process import ConversionCancelled, ConversionWorker
+from ragd.daemon.errors import ConverterBusy, Interrupted
+from ragd.daemon.models import Skip
 
 pytestmark = pytest.mark.slow
 

@@ -15,14 +15,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from daemon.indexer.pipeline import Indexer
-from daemon.models import ChunkDraft
-from daemon.search.filters import Filters
-from daemon.sources.base import kind_for
-from daemon.stores import backlog
-from daemon.stores.catalog import Catalog, SourceUpdate, text_hash
-from daemon.stores.fulltext import open_keyword_store
-from daemon.stores.vectors import FaissStore
+from ragd.daemon.indexer.pipeline import Indexer
+from ragd.daemon.models import ChunkDraft
+from ragd.daemon.search.filters import Filters
+from ragd.daemon.sources.base import kind_for
+from ragd.daemon.stores import backlog
+from ragd.daemon.stores.catalog import Catalog, SourceUpdate, text_hash
+from ragd.daemon.stores.fulltext import open_keyword_store
+from ragd.daemon.stores.vectors import FaissStore
 
 
 class FakeEmbedder:
@@ -166,7 +166,7 @@ def test_a_bulk_job_commits_small_groups_only_while_small_work_comes(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Big groups by default (Whoosh's cost per commit), small ones for a minute after small
     work ran or waited, so a saved note waits only for a small group's commit."""
-    from daemon.indexer import pipeline
+    from ragd.daemon.indexer import pipeline
 
     ix, _, cat = indexer
     ix.background = True
@@ -194,7 +194,7 @@ def test_a_small_jobs_own_chunks_reach_the_keyword_index_before_older_ones(
     """A big document's keyword projection costs seconds: a bulk job replays it in slices and
     gives way between them; a saved note's chunks then go into the keyword index first, and
     the older ones follow when the small job ends (issue 28 row 8)."""
-    from daemon.indexer import pipeline
+    from ragd.daemon.indexer import pipeline
 
     ix, _, cat = indexer
     ix.background = True

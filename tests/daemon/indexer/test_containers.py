@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from daemon.indexer.containers import plan_containers
-from daemon.models import FileState
-from daemon.stores.catalog import ContainerRecord
+from ragd.daemon.indexer.containers import plan_containers
+from ragd.daemon.models import FileState
+from ragd.daemon.stores.catalog import ContainerRecord
 
 
 def rec(path: str, size: int, mtime: int = 1, fp: str = "fp", read_to: int | None = None

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daemon.indexer.pipeline import Indexer
-from daemon.sources.base import kind_for
-from daemon.stores.catalog import Catalog
-from daemon.stores.fulltext import open_keyword_store
-from daemon.stores.vectors import FaissStore
+from ragd.daemon.indexer.pipeline import Indexer
+from ragd.daemon.sources.base import kind_for
+from ragd.daemon.stores.catalog import Catalog
+from ragd.daemon.stores.fulltext import open_keyword_store
+from ragd.daemon.stores.vectors import FaissStore
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="builds POSIX links")
 

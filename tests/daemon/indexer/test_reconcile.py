@@ -1,5 +1,5 @@
-from daemon.indexer.reconcile import reconcile
-from daemon.models import FileState, SourceRecord
+from ragd.daemon.indexer.reconcile import reconcile
+from ragd.daemon.models import FileState, SourceRecord
 
 
 def rec(i: int, path: str, size: int = 10, mtime: int = 1, sha: str = "h", status: str = "ok",
@@ -83,7 +83,7 @@ def skipped(code: str, at: float) -> SourceRecord:
 
 
 def test_a_tool_skip_is_retried_once_the_tool_is_found_not_before_nor_again() -> None:
-    from daemon.indexer.reconcile import RetryPolicy
+    from ragd.daemon.indexer.reconcile import RetryPolicy
 
     no_tool = RetryPolicy(now=100.0, started=0.0)
     assert not no_tool.due(skipped("ebook_convert_missing", 50.0))
@@ -94,7 +94,7 @@ def test_a_tool_skip_is_retried_once_the_tool_is_found_not_before_nor_again() ->
 
 
 def test_a_costly_skip_is_retried_in_a_new_run_or_after_the_interval() -> None:
-    from daemon.indexer.reconcile import RETRY_AFTER_S, RetryPolicy
+    from ragd.daemon.indexer.reconcile import RETRY_AFTER_S, RetryPolicy
 
     policy = RetryPolicy(now=10_000.0, started=9_000.0)
     assert policy.due(skipped("convert_timeout", 8_000.0))  # from an earlier run
@@ -106,7 +106,7 @@ def test_a_costly_skip_is_retried_in_a_new_run_or_after_the_interval() -> None:
 
 
 def test_reconcile_reads_again_what_the_policy_says_is_due() -> None:
-    from daemon.indexer.reconcile import RetryPolicy
+    from ragd.daemon.indexer.reconcile import RetryPolicy
 
     h, calls = hashes({})
     known = [SourceRecord(1, "old.tex", 10, 1, "", "skipped", "convert_timeout", 5.0),
@@ -118,7 +118,7 @@ def test_reconcile_reads_again_what_the_policy_says_is_due() -> None:
 
 
 def test_the_retry_clock_counts_a_tool_from_when_it_is_found() -> None:
-    from daemon.indexer.reconcile import RetryClock
+    from ragd.daemon.indexer.reconcile import RetryClock
 
     now = [100.0]
     present: set[str] = set()

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from daemon.errors import InvalidArgument, NotFound
-from daemon.ipc import protocol as p
-from daemon.ipc.server import Connection, IpcServer
-from daemon.settings.paths import Paths, resolve_paths
+from ragd.daemon.errors import InvalidArgument, NotFound
+from ragd.daemon.ipc import protocol as p
+from ragd.daemon.ipc.server import Connection, IpcServer
+from ragd.daemon.settings.paths import Paths, resolve_paths
 
 MAX_FRAME = 64 * 1024
 WAIT = 10.0  # the deadline for anything a test waits on

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from daemon.errors import DaemonUnavailable, InvalidArgument
-from daemon.ipc.address import is_pipe_address
-from daemon.ipc.async_client import AsyncClient
-from daemon.ipc.client import Client
+from ragd.daemon.errors import DaemonUnavailable, InvalidArgument
+from ragd.daemon.ipc.address import is_pipe_address
+from ragd.daemon.ipc.async_client import AsyncClient
+from ragd.daemon.ipc.client import Client
 
 WAIT = 10.0
 HEAVY = ("torch", "faiss", "whoosh", "sentence_transformers", "numpy", "mcp")
@@ -29,13 +29,13 @@ def _modules_after_import(module: str) -> set[str]:
 
 
 def test_importing_the_client_loads_nothing_heavy() -> None:
-    loaded = _modules_after_import("daemon.ipc.client")
+    loaded = _modules_after_import("ragd.daemon.ipc.client")
     heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY)
     assert heavy == []
     # Lighter still: validation models and asyncio are loaded only when used.
     assert "pydantic" not in loaded
     assert "asyncio" not in loaded
-    loaded = _modules_after_import("daemon.ipc.async_client")
+    loaded = _modules_after_import("ragd.daemon.ipc.async_client")
     assert sorted(m for m in loaded if m.split(".")[0] in HEAVY) == []
     assert "pydantic" not in loaded
 

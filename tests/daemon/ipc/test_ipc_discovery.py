@@ -14,9 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from daemon.errors import AlreadyRunning
-from daemon.ipc import discovery
-from daemon.ipc.discovery import (
+from ragd.daemon.errors import AlreadyRunning
+from ragd.daemon.ipc import discovery
+from ragd.daemon.ipc.discovery import (
     acquire_instance_lock,
     daemon_alive,
     find_daemon,
@@ -24,7 +24,7 @@ from daemon.ipc.discovery import (
     remove_status,
     write_status,
 )
-from daemon.settings.paths import Paths, resolve_paths
+from ragd.daemon.settings.paths import Paths, resolve_paths
 
 # A process whose command line says it is ragd (as `ragd daemon` would), and one that does not.
 RAGD_LIKE = [sys.executable, "-c", "import sys; print('ready', flush=True); sys.stdin.read()",
@@ -152,8 +152,8 @@ def test_second_instance_lock_is_refused(paths: Paths) -> None:
 def test_lock_is_refused_to_another_process_and_freed_when_the_holder_dies(
         paths: Paths) -> None:
     code = ("import sys, time\n"
-            "from daemon.settings.paths import resolve_paths\n"
-            "from daemon.ipc.discovery import acquire_instance_lock\n"
+            "from ragd.daemon.settings.paths import resolve_paths\n"
+            "from ragd.daemon.ipc.discovery import acquire_instance_lock\n"
             "lock = acquire_instance_lock(resolve_paths())\n"
             "print('locked', flush=True)\n"
             "sys.stdin.read()\n")

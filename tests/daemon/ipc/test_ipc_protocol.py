@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from daemon import errors
-from daemon.errors import InvalidArgument, NotFound, ProtocolMismatch, RagdError
-from daemon.ipc import protocol as p
-from daemon.ipc.notes_params import NOTE_METHODS
+from ragd.daemon import errors
+from ragd.daemon.errors import InvalidArgument, NotFound, ProtocolMismatch, RagdError
+from ragd.daemon.ipc import protocol as p
+from ragd.daemon.ipc.notes_params import NOTE_METHODS
 
 
 def test_methods_and_version() -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.errors import (
+from ragd.daemon.errors import (
     AlreadyRunning,
     ConfigError,
     DaemonUnavailable,
@@ -28,14 +28,14 @@ from daemon.errors import (
     NotFound,
     RagdError,
 )
-from daemon.ipc import async_client as async_client_module
-from daemon.ipc import client as client_module
-from daemon.ipc import protocol as p
-from daemon.ipc.address import validate_pipe_name
-from daemon.ipc.async_client import AsyncClient
-from daemon.ipc.client import Client
-from daemon.ipc.server import IpcServer
-from daemon.settings.paths import Paths
+from ragd.daemon.ipc import async_client as async_client_module
+from ragd.daemon.ipc import client as client_module
+from ragd.daemon.ipc import protocol as p
+from ragd.daemon.ipc.address import validate_pipe_name
+from ragd.daemon.ipc.async_client import AsyncClient
+from ragd.daemon.ipc.client import Client
+from ragd.daemon.ipc.server import IpcServer
+from ragd.daemon.settings.paths import Paths
 
 WAIT = 10.0
 
@@ -84,7 +84,7 @@ def test_protocol_mismatch_is_refused_with_a_restart_hint(raw) -> None:
 
 
 def test_clients_raise_protocol_mismatch(server, monkeypatch: pytest.MonkeyPatch) -> None:
-    from daemon.errors import ProtocolMismatch
+    from ragd.daemon.errors import ProtocolMismatch
 
     for module in (client_module, async_client_module):
         monkeypatch.setattr(module, "_hello_params",
@@ -281,7 +281,7 @@ def test_a_flood_of_pipelined_requests_is_answered(server, raw) -> None:
 
 
 def test_dispatch_errors_reach_the_client_as_the_same_kind(server, caplog) -> None:
-    caplog.set_level(logging.INFO, logger="daemon.ipc.server")
+    caplog.set_level(logging.INFO, logger="ragd.daemon.ipc.server")
     with Client(server.address) as client:
         with pytest.raises(InvalidArgument) as invalid:
             client.call("list_collections")

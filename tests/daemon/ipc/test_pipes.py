@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from daemon.errors import AccessDenied, RagdError
-from daemon.ipc import discovery, pipes
-from daemon.ipc.address import validate_pipe_name
-from daemon.ipc.client import Client
-from daemon.settings.paths import Paths
+from ragd.daemon.errors import AccessDenied, RagdError
+from ragd.daemon.ipc import discovery, pipes
+from ragd.daemon.ipc.address import validate_pipe_name
+from ragd.daemon.ipc.client import Client
+from ragd.daemon.settings.paths import Paths
 
 
 def test_every_instance_rejects_remote_clients_and_the_first_is_exclusive() -> None:
@@ -86,8 +86,8 @@ def test_a_hello_without_the_token_is_refused(make_server: Callable[..., Any],
 
 
 def test_a_refused_hello_leaves_the_connection_unusable(make_server: Callable[..., Any]) -> None:
-    from daemon.ipc import protocol as p
-    from daemon.ipc.client import _SocketStream
+    from ragd.daemon.ipc import protocol as p
+    from ragd.daemon.ipc.client import _SocketStream
 
     srv = make_server(token=pipes.new_token())
     stream = _SocketStream(srv.address, 5)

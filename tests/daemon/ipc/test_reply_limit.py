@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from daemon.errors import RagdError
-from daemon.ipc import protocol as p
-from daemon.ipc.client import Client
+from ragd.daemon.errors import RagdError
+from ragd.daemon.ipc import protocol as p
+from ragd.daemon.ipc.client import Client
 
 
 @pytest.fixture

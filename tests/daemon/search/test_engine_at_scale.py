@@ -19,14 +19,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-import daemon.search.engine as engine_module
-from daemon.models import ChunkDraft
-from daemon.runtime.app import App
-from daemon.search.engine import SearchRequest
-from daemon.search.filters import Filters
-from daemon.settings.config import load_config
-from daemon.settings.paths import resolve_paths
-from daemon.stores.catalog import SourceUpdate, text_hash
+import ragd.daemon.search.engine as engine_module
+from ragd.daemon.models import ChunkDraft
+from ragd.daemon.runtime.app import App
+from ragd.daemon.search.engine import SearchRequest
+from ragd.daemon.search.filters import Filters
+from ragd.daemon.settings.config import load_config
+from ragd.daemon.settings.paths import resolve_paths
+from ragd.daemon.stores.catalog import SourceUpdate, text_hash
 
 DIM = 32
 APPROX_FROM = 1000

@@ -2,8 +2,8 @@ import sqlite3
 
 import pytest
 
-from daemon.errors import InvalidArgument
-from daemon.search.filters import Filters, clean_folder, parse_date, to_sql, to_whoosh
+from ragd.daemon.errors import InvalidArgument
+from ragd.daemon.search.filters import Filters, clean_folder, parse_date, to_sql, to_whoosh
 
 
 def test_parse_date_accepts_iso_and_names_the_parameter() -> None:
@@ -71,7 +71,7 @@ def test_whoosh_filter_built_only_when_needed() -> None:
 
 
 def test_a_system_name_means_its_family() -> None:
-    from daemon.search.filters import system_family
+    from ragd.daemon.search.filters import system_family
 
     colls = [("obsidian", "system"), ("email", "system"), ("email-work", "system"),
              ("email-notes", "project"), ("proj", "project"), ("obsidian-2", "system")]

@@ -1,6 +1,6 @@
 import pytest
 
-from daemon.search.fusion import (
+from ragd.daemon.search.fusion import (
     best_per_note,
     collapse,
     fold_properties,
@@ -123,7 +123,7 @@ def test_a_leg_blind_to_a_note_does_not_count_it_as_missed() -> None:
 
 
 def test_sure_hits_are_a_few_notes_of_an_exhausted_leg_or_a_best_far_ahead() -> None:
-    from daemon.search.fusion import sure_hits
+    from ragd.daemon.search.fusion import sure_hits
 
     assert sure_hits([("a", 3.0), ("b", 2.0)], exhausted=True) == ["a", "b"]
     assert sure_hits([("a", 3.0), ("b", 2.0)], exhausted=False) == []  # more may follow
@@ -135,7 +135,7 @@ def test_sure_hits_are_a_few_notes_of_an_exhausted_leg_or_a_best_far_ahead() -> 
 
 
 def test_keep_sure_lifts_a_sure_note_to_its_place_and_leaves_the_rest() -> None:
-    from daemon.search.fusion import NoteScore, keep_sure
+    from ragd.daemon.search.fusion import NoteScore, keep_sure
 
     notes = [NoteScore(n, 10 - i, 0.5) for i, n in enumerate("abcdefg")]
     order = [n.note for n in keep_sure(notes, ["f", "g"], place=3)]

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from daemon.runtime.app import App
-from daemon.search import engine as engine_module
-from daemon.search.engine import SearchEngine, SearchRequest
-from daemon.search.filters import Filters
-from daemon.settings.config import load_config
-from daemon.settings.paths import resolve_paths
+from ragd.daemon.runtime.app import App
+from ragd.daemon.search import engine as engine_module
+from ragd.daemon.search.engine import SearchEngine, SearchRequest
+from ragd.daemon.search.filters import Filters
+from ragd.daemon.settings.config import load_config
+from ragd.daemon.settings.paths import resolve_paths
 
 pytestmark = pytest.mark.slow
 

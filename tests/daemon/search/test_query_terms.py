@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from daemon.search.engine import MAX_QUERY_TERMS, MAX_QUOTED, SearchEngine
-from daemon.search.filters import Filters
+from ragd.daemon.search.engine import MAX_QUERY_TERMS, MAX_QUOTED, SearchEngine
+from ragd.daemon.search.filters import Filters
 
 
 class Recorder:
@@ -47,7 +47,7 @@ def test_long_queries_keep_their_first_terms_and_phrases() -> None:
 def test_an_undecodable_command_line_query_is_made_encodable() -> None:
     from types import SimpleNamespace
 
-    from daemon.search.params import build_request
+    from ragd.daemon.search.params import build_request
 
     engine = SimpleNamespace(resolve_collection=lambda name: None)
     req = build_request(engine, query="caf\udcc3 menu")  # type: ignore[arg-type]

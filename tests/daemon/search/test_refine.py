@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from daemon.search.engine import REFINE, SearchEngine
-from daemon.stores.catalog import ChunkRow
-from daemon.stores.vectors import FaissStore
+from ragd.daemon.search.engine import REFINE, SearchEngine
+from ragd.daemon.stores.catalog import ChunkRow
+from ragd.daemon.stores.vectors import FaissStore
 
 DIM = 32
 K = 12  # not a multiple of the copies: the top k cuts through a group of near-ties

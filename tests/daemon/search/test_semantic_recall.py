@@ -16,10 +16,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from daemon.search.engine import SearchEngine
-from daemon.search.filters import Filters
-from daemon.stores.catalog import ChunkRow
-from daemon.stores.vectors import SCAN_BUDGET, FaissStore, nprobe_for
+from ragd.daemon.search.engine import SearchEngine
+from ragd.daemon.search.filters import Filters
+from ragd.daemon.stores.catalog import ChunkRow
+from ragd.daemon.stores.vectors import SCAN_BUDGET, FaissStore, nprobe_for
 
 DIM = 64
 

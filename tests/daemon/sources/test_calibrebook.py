@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from calibre_fixtures import epub_bytes, odt_bytes, repeated_spine_epub
 
-from daemon.convert.bounds import TRUNCATED, text_budget
-from daemon.convert.converters import ConvertSkip, convert
-from daemon.sources.calibrebook import book_format, convert_chapters, is_book_format
+from ragd.daemon.convert.bounds import TRUNCATED, text_budget
+from ragd.daemon.convert.converters import ConvertSkip, convert
+from ragd.daemon.sources.calibrebook import book_format, convert_chapters, is_book_format
 
 
 def test_chapters_are_numbered_and_their_headings_moved_down() -> None:
@@ -51,8 +51,8 @@ def test_ebook_convert_runs_within_the_workers_limits(tmp_path: Path,
     """A Calibre book in a format ragd does not read goes to ebook-convert as the worker's
     child: it inherits the worker's memory limit, and the worker's time limit stops it (it
     ran from the daemon's writer with 300 s and no memory limit: 1.77 GB on a 62 KB ODT)."""
-    from daemon.convert.process import ConversionWorker
-    from daemon.models import Skip
+    from ragd.daemon.convert.process import ConversionWorker
+    from ragd.daemon.models import Skip
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

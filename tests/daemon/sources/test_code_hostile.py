@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from code_fixtures import commit_all, git
 
-from daemon.models import Document, Skip
-from daemon.settings.codegroups import CodeConfig
-from daemon.sources.code import CodeKind
+from ragd.daemon.models import Document, Skip
+from ragd.daemon.settings.codegroups import CodeConfig
+from ragd.daemon.sources.code import CodeKind
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 

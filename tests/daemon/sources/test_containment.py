@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from daemon.errors import Interrupted, TooManyFiles
-from daemon.models import Skip
-from daemon.sources import containment
-from daemon.sources.base import read_source_bytes, sha256_file
-from daemon.sources.files import walk_vault
-from daemon.sources.vault import read_note
+from ragd.daemon.errors import Interrupted, TooManyFiles
+from ragd.daemon.models import Skip
+from ragd.daemon.sources import containment
+from ragd.daemon.sources.base import read_source_bytes, sha256_file
+from ragd.daemon.sources.files import walk_vault
+from ragd.daemon.sources.vault import read_note
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="needs POSIX symlinks")
 MB = 1 << 20

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import corpus_path
 
-from daemon.models import Skip
-from daemon.sources.mail import MailMessage, parse_message, trim_quoted
-from daemon.sources.mailbox import MboxMessage, list_mail, read_emlx, read_mbox
+from ragd.daemon.models import Skip
+from ragd.daemon.sources.mail import MailMessage, parse_message, trim_quoted
+from ragd.daemon.sources.mailbox import MboxMessage, list_mail, read_emlx, read_mbox
 
 
 def strip_tags(html: str) -> str:
@@ -250,7 +250,7 @@ def test_hostile_messages_are_read_in_bounded_time_and_size() -> None:
 
 
 def test_rfc2047_filenames_and_codes_are_stable() -> None:
-    from daemon.skips import describe
+    from ragd.daemon.skips import describe
 
     m = message(From="a@b.c", Subject="x")
     m.set_content("see\n")
@@ -263,8 +263,8 @@ def test_rfc2047_filenames_and_codes_are_stable() -> None:
 
 
 def test_plain_text_body_has_no_headings() -> None:
-    from daemon.sources.mailkind import plain_text_body
-    from daemon.text.headings import find_headings
+    from ragd.daemon.sources.mailkind import plain_text_body
+    from ragd.daemon.text.headings import find_headings
 
     patch = "Fix it.\n\nSigned-off-by: Joe <j@x>\n---\n a.c | 2 +-\n# not a title\nend\n===\n"
     assert find_headings(plain_text_body(patch)) == []
@@ -272,7 +272,7 @@ def test_plain_text_body_has_no_headings() -> None:
 
 
 def test_content_hash_ignores_where_a_message_is() -> None:
-    from daemon.sources.mailkind import MailKind, content_hash
+    from ragd.daemon.sources.mailkind import MailKind, content_hash
 
     raw = (b"From: A <a@x>\nSubject: Hi\nMessage-ID: <m1@x>\nX-Mozilla-Status: 0001\n\nBody\n")
     moved = raw.replace(b"0001", b"0005")

@@ -10,19 +10,19 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
-from daemon.convert.docstore import DocStore
-from daemon.convert.documents import Documents, DocumentSettings
-from daemon.convert.htmltext import MAX_TAGS, html_text, strip_tags
-from daemon.models import Document, Skip
-from daemon.sources.mail import (
+from ragd.daemon.convert.docstore import DocStore
+from ragd.daemon.convert.documents import Documents, DocumentSettings
+from ragd.daemon.convert.htmltext import MAX_TAGS, html_text, strip_tags
+from ragd.daemon.models import Document, Skip
+from ragd.daemon.sources.mail import (
     MAX_BODY_CHARS,
     MAX_TEXT_PART_BYTES,
     MailMessage,
     mail_codec,
     parse_message,
 )
-from daemon.sources.mailbox import MAX_MESSAGE_BYTES, MboxMessage, read_mbox
-from daemon.sources.mailkind import MAX_MESSAGE_CHARS, MailKind, cut_text_bytes
+from ragd.daemon.sources.mailbox import MAX_MESSAGE_BYTES, MboxMessage, read_mbox
+from ragd.daemon.sources.mailkind import MAX_MESSAGE_CHARS, MailKind, cut_text_bytes
 
 
 def raw_part(charset: str, payload: bytes, subtype: str = "plain") -> bytes:

@@ -20,12 +20,12 @@ from feed_fixtures import (
     rss_bytes,
 )
 
-from daemon.indexer.pipeline import Indexer, IndexReport
-from daemon.sources.rss import RssKind, entry_key
-from daemon.stores.catalog import Catalog, Collection
-from daemon.stores.feeds import feed_stats
-from daemon.stores.fulltext import open_keyword_store
-from daemon.stores.vectors import FaissStore
+from ragd.daemon.indexer.pipeline import Indexer, IndexReport
+from ragd.daemon.sources.rss import RssKind, entry_key
+from ragd.daemon.stores.catalog import Catalog, Collection
+from ragd.daemon.stores.feeds import feed_stats
+from ragd.daemon.stores.fulltext import open_keyword_store
+from ragd.daemon.stores.vectors import FaissStore
 
 
 class Env:

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from daemon.errors import InvalidArgument, NotFound
-from daemon.models import Document, Skip
-from daemon.skips import SKIP_CODES, WARNING_CODES
-from daemon.sources.files import walk_vault
-from daemon.sources.vault import obsidian_uri, parse_note, read_note
+from ragd.daemon.errors import InvalidArgument, NotFound
+from ragd.daemon.models import Document, Skip
+from ragd.daemon.skips import SKIP_CODES, WARNING_CODES
+from ragd.daemon.sources.files import walk_vault
+from ragd.daemon.sources.vault import obsidian_uri, parse_note, read_note
 
 MB = 1024 * 1024
 AWKWARD = "🗂️ Plugins \"quoted\" & it's.md"

@@ -14,10 +14,10 @@ import pytest
 from chunk_fixtures import row
 from conftest import corpus_path
 
-from daemon.search.filters import Filters
-from daemon.stores.catalog import ChunkRow
-from daemon.stores.fulltext import KeywordStore, WhooshStore, combined_text
-from daemon.stores.tantivy_store import TantivyStore
+from ragd.daemon.search.filters import Filters
+from ragd.daemon.stores.catalog import ChunkRow
+from ragd.daemon.stores.fulltext import KeywordStore, WhooshStore, combined_text
+from ragd.daemon.stores.tantivy_store import TantivyStore
 
 pytestmark = pytest.mark.corpus
 
@@ -43,7 +43,7 @@ def paragraphs(text: str) -> list[str]:
 
 
 def book_text() -> str:
-    from daemon.convert.books import convert_epub
+    from ragd.daemon.convert.books import convert_epub
 
     return convert_epub(corpus_path(*JAPANESE_BOOK).read_bytes()).markdown
 
@@ -92,10 +92,10 @@ def test_one_character_is_found_inside_longer_words(store: KeywordStore,
 @pytest.mark.slow
 def test_a_japanese_book_in_a_project_is_found_in_keyword_mode(
         tmp_path: Path, real_embedder: Any) -> None:
-    from daemon.runtime.app import App
-    from daemon.search.engine import SearchRequest
-    from daemon.settings.config import load_config
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.runtime.app import App
+    from ragd.daemon.search.engine import SearchRequest
+    from ragd.daemon.settings.config import load_config
+    from ragd.daemon.settings.paths import resolve_paths
 
     folder = tmp_path / "books"
     folder.mkdir()

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from chunk_fixtures import row
 
-from daemon.search.filters import Filters
-from daemon.stores import fulltext
-from daemon.stores.catalog import Catalog
-from daemon.stores.fulltext import (
+from ragd.daemon.search.filters import Filters
+from ragd.daemon.stores import fulltext
+from ragd.daemon.stores.catalog import Catalog
+from ragd.daemon.stores.fulltext import (
     BACKEND_META,
     KeywordStore,
     WhooshStore,
@@ -28,7 +28,7 @@ from daemon.stores.fulltext import (
     record_backend,
     tag_ancestors,
 )
-from daemon.stores.tantivy_store import TantivyStore
+from ragd.daemon.stores.tantivy_store import TantivyStore
 
 BACKENDS = ("whoosh", "tantivy")
 
@@ -303,10 +303,10 @@ def test_app_switches_keyword_backend_and_rebuilds_only_when_behind(
         tmp_path: Path, real_embedder: Any) -> None:
     from vault_fixtures import write_vault
 
-    from daemon.runtime.app import App
-    from daemon.search.engine import SearchRequest
-    from daemon.settings.config import load_config
-    from daemon.settings.paths import resolve_paths
+    from ragd.daemon.runtime.app import App
+    from ragd.daemon.search.engine import SearchRequest
+    from ragd.daemon.settings.config import load_config
+    from ragd.daemon.settings.paths import resolve_paths
 
     vault = write_vault(tmp_path / "vault")
     paths = resolve_paths()

@@ -6,11 +6,11 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from daemon.models import ChunkDraft
-from daemon.notes.writing import links_to, rewrite_links
-from daemon.stores import links
-from daemon.stores.catalog import Catalog, SourceUpdate
-from daemon.stores.links import NoteName, Resolver, parse_links
+from ragd.daemon.models import ChunkDraft
+from ragd.daemon.notes.writing import links_to, rewrite_links
+from ragd.daemon.stores import links
+from ragd.daemon.stores.catalog import Catalog, SourceUpdate
+from ragd.daemon.stores.links import NoteName, Resolver, parse_links
 
 
 def test_every_link_form_is_parsed_outside_code() -> None:

@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daemon.stores.catalog import ChunkRow
-from daemon.stores.vectors import FaissStore
+from ragd.daemon.stores.catalog import ChunkRow
+from ragd.daemon.stores.vectors import FaissStore
 
 
 def row(i: int, text: str = "alpha beta", path: str = "a/b/n.md", tags: tuple[str, ...] = ()
@@ -48,7 +48,7 @@ def test_faiss_persists_mark_after_data_and_detects_other_fingerprint(tmp_path: 
 
 
 def test_index_names_take_the_role_and_the_backend_names() -> None:
-    from daemon.stores import index_names
+    from ragd.daemon.stores import index_names
 
     assert index_names("all") == ["faiss", "keyword"]
     assert index_names("keyword") == index_names("whoosh") == index_names("tantivy") == ["keyword"]

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daemon.stores.catalog import ChunkRow
-from daemon.stores.vectors import FaissStore
+from ragd.daemon.stores.catalog import ChunkRow
+from ragd.daemon.stores.vectors import FaissStore
 
 DIM = 32
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from chunk_fixtures import row
 
-from daemon.search.filters import Filters
-from daemon.stores.fulltext import WhooshStore
-from daemon.stores.whoosh_postings import Postings, PostingsCache
+from ragd.daemon.search.filters import Filters
+from ragd.daemon.stores.fulltext import WhooshStore
+from ragd.daemon.stores.whoosh_postings import Postings, PostingsCache
 
 WORDS = [f"w{i}" for i in range(60)]
 
@@ -130,8 +130,8 @@ def test_an_empty_index_scores_nothing(tmp_path: Path) -> None:
 
 
 def test_filter_masks_match_whooshs_own_filter_queries(tmp_path: Path) -> None:
-    from daemon.search.filters import to_whoosh
-    from daemon.stores.fulltext import filter_mask
+    from ragd.daemon.search.filters import to_whoosh
+    from ragd.daemon.stores.fulltext import filter_mask
 
     rng = random.Random(3)
     s = WhooshStore(tmp_path)

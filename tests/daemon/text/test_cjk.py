@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from daemon.text import cjk
+from ragd.daemon.text import cjk
 
 
 def split(text: str) -> list[str]:

@@ -1,10 +1,10 @@
-"""Source files split at definitions with tree-sitter (daemon.text.symbols), every language."""
+"""Source files split at definitions with tree-sitter (ragd.daemon.text.symbols), every language."""
 
 from __future__ import annotations
 
 import pytest
 
-from daemon.text.symbols import (
+from ragd.daemon.text.symbols import (
     LANGUAGES,
     MAX_CHARS,
     MAX_LINES,

@@ -10,6 +10,7 @@ concept table is not.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -37,6 +38,19 @@ EMBED_BATCH = 32
 MAX_TEXT_CHARS = 3_000_000  # a longer document's concepts come from its first 3 M characters
 TERMS_PER_DOC = 400
 CHUNK_REFS = 50
+# Boilerplate (a licence, a distributor's header, a running page header): a sentence found in
+# SHARED_DOCS documents, or in REPEATED_CHUNKS chunks of one (and a fifth of them), is not the
+# document's own text. Unless it is most of the document: then it is a copy of another one.
+SHARED_DOCS = 3
+REPEATED_CHUNKS = 5
+MAX_BOILERPLATE_SHARE = 0.4
+MIN_SENTENCE_CHARS = 20
+# A phrase among the frequent ones of more than this share of the library (of at least
+# COMMON_MIN_DOCS documents) says nothing about one document.
+COMMON_SHARE = 0.5
+COMMON_MIN_DOCS = 8
+_PIECE = re.compile(r"(?<=[.!?])\s+|\n+")
+_SHAPE = re.compile(r"[^\w]+|\d+")
 
 
 @dataclass(frozen=True)
@@ -93,10 +107,74 @@ def eligible(db: sqlite3.Connection, settings: Settings) -> list[Eligible]:
     return out
 
 
+def _sentence_hash(piece: str) -> int | None:
+    """A sentence's shape (letters only, case folded) as a signed 64-bit number; None for a
+    short one."""
+    shape = _SHAPE.sub(" ", piece.lower()).strip()
+    if len(shape) < MIN_SENTENCE_CHARS:
+        return None
+    return int.from_bytes(hashlib.blake2b(shape.encode(), digest_size=8).digest(), "big",
+                          signed=True)
+
+
+def sentence_hashes(texts: Sequence[str]) -> set[int]:
+    """The document's sentence shapes, for the library's boilerplate count."""
+    return {h for t in texts for p in _PIECE.split(t) if (h := _sentence_hash(p)) is not None}
+
+
+def clean_texts(texts: Sequence[str], shared: set[int]) -> list[str]:
+    """The chunks' text without boilerplate sentences: those ``shared`` by several documents
+    of the library and those repeated in many chunks of this one. Left whole when the
+    boilerplate would be most of it (an edition of a book the library holds twice)."""
+    pieces = [[(p, _sentence_hash(p)) for p in _PIECE.split(t)] for t in texts]
+    in_chunks: dict[int, int] = {}
+    for chunk in pieces:
+        for h in {h for _, h in chunk if h is not None}:
+            in_chunks[h] = in_chunks.get(h, 0) + 1
+    repeated = max(REPEATED_CHUNKS, len(texts) // 5)
+    drop = {h for h, n in in_chunks.items() if n >= repeated} | (shared & set(in_chunks))
+    total = sum(len(p) for chunk in pieces for p, _ in chunk) or 1
+    dropped = sum(len(p) for chunk in pieces for p, h in chunk if h in drop)
+    if not drop or dropped / total > MAX_BOILERPLATE_SHARE:
+        return list(texts)
+    return ["\n".join(p for p, h in chunk if h not in drop) for chunk in pieces]
+
+
+def shared_sentences(db: sqlite3.Connection | Any) -> set[int]:
+    """Sentence shapes found in SHARED_DOCS documents or more (a concepts.sqlite connection)."""
+    return {r[0] for r in db.execute("SELECT hash FROM doc_sentences GROUP BY hash"
+                                     " HAVING COUNT(*) >= ?", (SHARED_DOCS,))}
+
+
+def candidate_counts(texts: Sequence[str]) -> dict[str, int]:
+    """Candidate phrase -> occurrences over the (cleaned) chunks, up to MAX_TEXT_CHARS."""
+    counts: dict[str, int] = {}
+    used = 0
+    for text in texts:
+        if used > MAX_TEXT_CHARS:
+            break
+        used += len(text)
+        for k, n in extract.candidates(text).items():
+            counts[k] = counts.get(k, 0) + n
+    return counts
+
+
+def drop_common(counts: dict[str, int], df: Callable[[str], int], n_docs: int
+                ) -> dict[str, int]:
+    """Without the phrases frequent in most of the library (``df`` counts this document):
+    they name no document, and once the library holds several books in a language that
+    STOPWORDS does not cover, they are its function words."""
+    if n_docs < COMMON_MIN_DOCS:
+        return counts
+    return {k: n for k, n in counts.items() if df(extract.normalise(k)) / n_docs <= COMMON_SHARE}
+
+
 def _chunks(db: sqlite3.Connection, source_id: int, fingerprint: str
             ) -> tuple[list[int], list[str], np.ndarray]:
-    rows = db.execute("SELECT id, text, embed_hash FROM chunks WHERE source_id=? ORDER BY"
-                      " ordinal", (source_id,)).fetchall()
+    """A document's body chunks (ids, texts, vectors): its properties chunks (tags, aliases,
+    the metadata shown as text) are not its text."""
+    rows = db.execute("SELECT id, text, embed_hash FROM chunks WHERE source_id=? AND"
+                      " ordinal >= 0 ORDER BY ordinal", (source_id,)).fetchall()
     hashes = sorted({r[2] for r in rows})
     vecs: dict[str, np.ndarray] = {}
     for start in range(0, len(hashes), 500):
@@ -140,7 +218,14 @@ class Analyser:
             wanted = {d.source_id for d in docs}
             gone = [sid for sid in have if sid not in wanted]
             removed = self.store.remove(gone)
+            self.store.keep_sentences(wanted)
             todo = [d for d in docs if have.get(d.source_id) != d.sha256]
+            for doc in todo:  # every new text counts in the boilerplate before any analysis
+                self.pause()
+                texts = [r[0] for r in db.execute(
+                    "SELECT text FROM chunks WHERE source_id=? AND ordinal >= 0",
+                    (doc.source_id,))]
+                self.store.put_sentences(doc.source_id, sentence_hashes(texts))
             for doc in todo:
                 self.pause()
                 self.analyse(db, doc)
@@ -166,18 +251,15 @@ class Analyser:
         if not ids:
             return
         doc_vec = _norm(vecs.mean(axis=0))
-        counts: dict[str, int] = {}
-        used = 0
-        for text in texts:
-            if used > MAX_TEXT_CHARS:
-                break
-            used += len(text)
-            for k, n in extract.candidates(text).items():
-                counts[k] = counts.get(k, 0) + n
+        with self.store.reading() as sdb:
+            shared = shared_sentences(sdb)
+        texts = clean_texts(texts, shared)
+        counts = candidate_counts(texts)
         surface = extract._surface(counts)
         frequent = sorted(surface, key=lambda k: -surface[k][1])[:TERMS_PER_DOC]
         df = self.store.document_frequency(frequent)
         n_docs = self.store.doc_count() + 1
+        counts = drop_common(counts, lambda k: df.get(k, 0) + 1, n_docs)
         pool = extract.tfidf_rank(counts, lambda k: df.get(k, 0) + 1, n_docs)
         known = self.store.concept_vectors([p[0] for p in pool])
         missing = [p for p in pool if p[0] not in known]
@@ -207,8 +289,6 @@ class Analyser:
 
     def recluster(self) -> None:
         ids, vectors = self.store.doc_vectors()
-        members = [str(i) for i in ids]
-        labels = cats.choose(vectors) if ids else []
-        groups = cats.name_clusters(labels, members, self.store.doc_concept_keys())
-        fresh = cats.stable(groups, self.store.categories(), self.store.display_names())
+        fresh = cats.hierarchy(ids, vectors, self.store.doc_concept_keys(),
+                               self.store.categories(), self.store.display_names())
         self.store.put_categories(fresh)

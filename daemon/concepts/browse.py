@@ -185,25 +185,41 @@ def _category_info(cat: Category, names: dict[str, str], docs: dict[int, dict[st
                      key=lambda c: -len(set(c.concepts) & set(cat.concepts)))
     mine = [docs[int(m)] for m in cat.members if int(m) in docs]
     popularity = sum(len(d["concept_names"]) for d in mine)
+    by_id = {c.id: c for c in cats}
+    parent = by_id.get(cat.parent) if cat.parent else None
+    children = [c for c in cats if c.parent == cat.id]
     return {"id": cat.id, "name": cat.name, "aliases": cat.aliases,
             "description": _describe(cat, names), "document_count": len(mine),
             "concept_count": len({n for d in mine for n in d["concept_names"]}),
-            "popularity": popularity, "hierarchy_path": [cat.name], "parent": None,
-            "children": [], "related_categories": [c.name for c in related[:5]]}
+            "popularity": popularity,
+            "hierarchy_path": [parent.name, cat.name] if parent else [cat.name],
+            "parent": {"id": parent.id, "name": parent.name} if parent else None,
+            "children": [{"id": c.id, "name": c.name, "document_count": len(c.members)}
+                         for c in sorted(children, key=lambda c: -len(c.members))],
+            "related_categories": [c.name for c in related[:5]]}
 
 
 def category_search(lib: Library, category: str, include_children: bool = False,
                     limit: int = 10) -> dict[str, Any]:
     cat = find_category(lib, category)
     docs = {d["source_id"]: d for d in lib.documents()}
-    info = _category_info(cat, lib.store.display_names(), docs, lib.store.categories())
-    mine = sorted((docs[int(m)] for m in cat.members if int(m) in docs),
-                  key=lambda d: d["title"].lower())
-    return {"category": info, "include_children": include_children,
-            "documents": [{"title": d["title"], "source": d["source"],
-                           "summary": d["summary"], "concepts": d["concept_names"][:10],
-                           "categories": d["categories"]} for d in mine[:limit]],
-            "total_documents": len(mine)}
+    names, cats = lib.store.display_names(), lib.store.categories()
+    info = _category_info(cat, names, docs, cats)
+
+    def listed(c: Category) -> list[dict[str, Any]]:
+        mine = sorted((docs[int(m)] for m in c.members if int(m) in docs),
+                      key=lambda d: d["title"].lower())
+        return [{"title": d["title"], "source": d["source"], "summary": d["summary"],
+                 "concepts": d["concept_names"][:10], "categories": d["categories"]}
+                for d in mine[:limit]]
+
+    answer: dict[str, Any] = {"category": info, "include_children": include_children,
+                              "documents": listed(cat), "total_documents": info["document_count"]}
+    if include_children:  # each narrower category with its own documents
+        answer["child_categories"] = [
+            {**_category_info(c, names, docs, cats), "documents": listed(c)}
+            for c in cats if c.parent == cat.id]
+    return answer
 
 
 SORTS = ("name", "popularity", "documentCount")

@@ -13,6 +13,8 @@ import numpy as np
 
 MAX_CATEGORIES = 40
 KEEP_ID_JACCARD = 0.34  # a new cluster sharing this much with an old one keeps its id
+SPLIT_MIN_DOCS = 6  # a category this large is split into narrower ones ...
+SPLIT_MIN_SILHOUETTE = 0.05  # ... when its documents fall apart at least this clearly
 
 
 @dataclass
@@ -24,6 +26,7 @@ class Category:
     aliases: list[str]
     members: list[str]
     concepts: list[str] = field(default_factory=list)  # distinctive concept keys, best first
+    parent: str | None = None  # the broader category's id (None at the top)
 
 
 def silhouette(vectors: np.ndarray, labels: Sequence[int]) -> float:
@@ -46,11 +49,16 @@ def silhouette(vectors: np.ndarray, labels: Sequence[int]) -> float:
 def choose(vectors: np.ndarray) -> list[int]:
     """Cluster with the number of clusters of the best silhouette (2 .. 3 sqrt(n), at most
     MAX_CATEGORIES); fewer than 3 documents make one category."""
+    return best_split(vectors)[0]
+
+
+def best_split(vectors: np.ndarray) -> tuple[list[int], float]:
+    """(labels, silhouette) of :func:`choose` (silhouette -1 when nothing was split)."""
     n = len(vectors)
     if n < 3:
-        return [0] * n
+        return [0] * n, -1.0
     if n > 3000:  # silhouette is quadratic: past this, the rule of thumb
-        return cluster(vectors, max(2, min(MAX_CATEGORIES, round(math.sqrt(n / 2)))))
+        return cluster(vectors, max(2, min(MAX_CATEGORIES, round(math.sqrt(n / 2))))), 0.0
     best, best_s = [0] * n, -1.0
     for k in range(2, min(n - 1, MAX_CATEGORIES, int(3 * math.sqrt(n))) + 1):
         labels = cluster(vectors, k)
@@ -59,7 +67,35 @@ def choose(vectors: np.ndarray) -> list[int]:
         s = silhouette(vectors, labels)
         if s > best_s + 1e-6:
             best, best_s = labels, s
-    return best
+    return best, best_s
+
+
+def hierarchy(ids: Sequence[int], vectors: np.ndarray,
+              doc_concepts: Mapping[str, Sequence[str]], old: Sequence[Category],
+              display: Mapping[str, str]) -> list[Category]:
+    """Top categories (the clusters of :func:`choose`), and below each one of at least
+    SPLIT_MIN_DOCS documents that falls apart clearly, narrower ones named by what sets them
+    apart inside it. A document belongs to every category on its path."""
+    members = [str(i) for i in ids]
+    labels = choose(vectors) if len(ids) else []
+    used: set[str] = set()
+    tops = stable(name_clusters(labels, members, doc_concepts),
+                  [c for c in old if c.parent is None], display, used)
+    out = list(tops)
+    row = {m: i for i, m in enumerate(members)}
+    for top in tops:
+        if len(top.members) < SPLIT_MIN_DOCS:
+            continue
+        sub_vectors = vectors[[row[m] for m in top.members]]
+        sub, score = best_split(sub_vectors)
+        if len(set(sub)) < 2 or score < SPLIT_MIN_SILHOUETTE:
+            continue
+        children = stable(name_clusters(sub, top.members, doc_concepts),
+                          [c for c in old if c.parent is not None], display, used)
+        for child in children:
+            child.parent = top.id
+        out += children
+    return out
 
 
 def cluster(vectors: np.ndarray, k: int, iterations: int = 30) -> list[int]:
@@ -118,9 +154,10 @@ def name_clusters(labels: Sequence[int], members: Sequence[str],
 
 
 def stable(groups: Sequence[tuple[list[str], list[str]]], old: Sequence[Category],
-           display: Mapping[str, str]) -> list[Category]:
+           display: Mapping[str, str], used_names: set[str] | None = None) -> list[Category]:
     """Categories with ids carried over from ``old`` by member overlap (greedy, best first);
-    a renamed category keeps its former name as an alias."""
+    a renamed category keeps its former name as an alias. Names are unique within
+    ``used_names`` (which grows)."""
     pairs = []
     for gi, (members, _) in enumerate(groups):
         for oi, cat in enumerate(old):
@@ -134,7 +171,7 @@ def stable(groups: Sequence[tuple[list[str], list[str]]], old: Sequence[Category
         if gi not in taken_g and oi not in taken_o:
             taken_g[gi] = oi
             taken_o.add(oi)
-    used_names: set[str] = set()
+    used_names = set() if used_names is None else used_names
     out = []
     for gi, (mine, keys) in enumerate(groups):
         names = [display.get(k, k) for k in keys]

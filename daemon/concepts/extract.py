@@ -41,12 +41,15 @@ belong belongs start starts started argue argues argued expect expects expected 
 measure measured seem seems seemed become felt feel feels keep kept turned turn turns
 began begin begins called call calls need needs needed want wants wanted tried try tries
 continued heard hear saw making using use uses means mean meant help helps let lets
+remarked replied cried answered observed exclaimed whispered muttered shouted added returned
+murmured repeated inquired responded declared sat stood smiled laughed nodded
 """.split())  # noqa: SIM905
 _WORD = re.compile(r"[^\W\d_][\w'’-]*[^\W_]|[^\W\d_]", re.UNICODE)
 _BREAK = re.compile(r"[.,;:!?()\[\]{}\"“”«»|/\\<>=*#_~`\n\t—–]+")
 _SENT = re.compile(r"(?<=[.!?])[\"”’)]?\s+(?=[\"“‘(]?[A-Z0-9])")
 MAX_WORDS = 3
 MAX_CANDIDATES = 120
+MAX_WORD_CHARS = 24  # longer is a run of a script written without spaces, not a word
 
 
 def normalise(phrase: str) -> str:
@@ -62,6 +65,17 @@ def normalise(phrase: str) -> str:
     return " ".join(words)
 
 
+def _base(word: str) -> str:
+    """A word without its possessive ending ("holmes's" -> "holmes")."""
+    return word[:-2] if word.endswith(("'s", "’s")) else word
+
+
+def _content(word: str) -> bool:
+    """Whether a lower-case word may be part of a concept."""
+    return (2 < len(word) <= MAX_WORD_CHARS and _base(word) not in STOPWORDS
+            and not word.startswith("'"))
+
+
 def candidates(text: str) -> Counter[str]:
     """Phrase key -> occurrences: word runs of 1..3 words between breaks and stopwords."""
     counts: Counter[str] = Counter()
@@ -70,7 +84,7 @@ def candidates(text: str) -> Counter[str]:
         run: list[str] = []
         for w in [*words, ""]:
             lw = w.lower()
-            if w and lw not in STOPWORDS and len(lw) > 2 and not lw.startswith("'"):
+            if w and _content(lw):
                 run.append(lw)
                 continue
             for n in range(1, MAX_WORDS + 1):
@@ -119,11 +133,22 @@ def tfidf_rank(counts: Mapping[str, int], df: Callable[[str], int], n_docs: int,
     return out[:limit]
 
 
+def variant(a: str, b: str) -> bool:
+    """Whether one key's words are a contiguous run of the other's (possessives aside): the
+    same thing named shorter or longer ("holmes", "sherlock holmes", "sherlock holmes sat")."""
+    wa, wb = [_base(w) for w in a.split()], [_base(w) for w in b.split()]
+    if len(wa) > len(wb):
+        wa, wb = wb, wa
+    n = len(wa)
+    return any(wb[i:i + n] == wa for i in range(len(wb) - n + 1))
+
+
 def rank(pool: Sequence[tuple[str, str, int, float]], doc_vec: np.ndarray,
          phrase_vecs: np.ndarray, *, limit: int, weight_sim: float = 0.65,
          diversity: float = 0.5, dup_cos: float = 0.9) -> list[Concept]:
     """Score the pool against the document's vector and pick ``limit`` by maximal marginal
-    relevance: relevant to the document, unlike what was picked already."""
+    relevance: relevant to the document, unlike what was picked already. A variant of a
+    chosen concept (one's words inside the other's) is the same concept: it is dropped."""
     if not pool:
         return []
     sims = phrase_vecs @ doc_vec
@@ -137,7 +162,8 @@ def rank(pool: Sequence[tuple[str, str, int, float]], doc_vec: np.ndarray,
             red = (phrase_vecs[left] @ phrase_vecs[chosen].T).max(axis=1)
             mmr = score[left] - diversity * np.maximum(red - 0.5, 0.0)
             j = int(np.argmax(mmr))
-            if red[j] >= dup_cos:  # a near-synonym of a chosen one: drop it
+            if red[j] >= dup_cos or any(variant(pool[left[j]][0], pool[c][0])
+                                        for c in chosen):  # a near-synonym or a variant
                 left.pop(j)
                 continue
         else:

@@ -124,7 +124,8 @@ class Library:
                                " c ON c.id=dc.concept_id ORDER BY dc.source_id, dc.rank"
                                ).fetchall()
             cats = db.execute("SELECT cd.source_id, k.name FROM category_docs cd JOIN"
-                              " categories k ON k.id=cd.category_id").fetchall()
+                              " categories k ON k.id=cd.category_id"
+                              " ORDER BY cd.source_id, k.parent IS NOT NULL").fetchall()
         concepts: dict[int, list[str]] = {}
         for sid, name in names:
             concepts.setdefault(sid, []).append(name)

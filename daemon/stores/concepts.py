@@ -59,12 +59,20 @@ CREATE TABLE IF NOT EXISTS doc_terms (
     PRIMARY KEY (key, source_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS doc_terms_source ON doc_terms (source_id);
+-- The shapes of each document's sentences: one found in several documents is boilerplate.
+CREATE TABLE IF NOT EXISTS doc_sentences (
+    hash INTEGER NOT NULL,
+    source_id INTEGER NOT NULL,
+    PRIMARY KEY (hash, source_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS doc_sentences_source ON doc_sentences (source_id);
 CREATE TABLE IF NOT EXISTS categories (
     id TEXT PRIMARY KEY,
     name TEXT NOT NULL,
     aliases TEXT NOT NULL,         -- JSON list
     concepts TEXT NOT NULL,        -- JSON list of concept keys, most distinctive first
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    parent TEXT                    -- the broader category's id; NULL at the top
 );
 CREATE TABLE IF NOT EXISTS category_docs (
     category_id TEXT NOT NULL REFERENCES categories(id) ON DELETE CASCADE,
@@ -104,6 +112,9 @@ class ConceptStore(LockedConnection):
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self._db.executescript(SCHEMA)
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(categories)")}
+        if "parent" not in columns:  # a store made before categories had parents
+            self._db.execute("ALTER TABLE categories ADD COLUMN parent TEXT")
 
 
     # -- documents ----------------------------------------------------------------------------
@@ -119,11 +130,27 @@ class ConceptStore(LockedConnection):
             return 0
         with self.transaction() as db:
             db.executemany("DELETE FROM docs WHERE source_id=?", ((i,) for i in ids))
+            db.executemany("DELETE FROM doc_sentences WHERE source_id=?", ((i,) for i in ids))
             db.execute("DELETE FROM concepts WHERE id NOT IN"
                        " (SELECT DISTINCT concept_id FROM doc_concepts)")
             db.execute("DELETE FROM categories WHERE id NOT IN"
                        " (SELECT DISTINCT category_id FROM category_docs)")
         return len(ids)
+
+    def put_sentences(self, source_id: int, hashes: Iterable[int]) -> None:
+        """Replace one document's sentence shapes."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM doc_sentences WHERE source_id=?", (source_id,))
+            db.executemany("INSERT OR IGNORE INTO doc_sentences (hash, source_id) VALUES (?, ?)",
+                           ((h, source_id) for h in hashes))
+
+    def keep_sentences(self, source_ids: set[int]) -> None:
+        """Forget the sentence shapes of documents not in ``source_ids`` (removed before
+        their analysis)."""
+        with self.transaction() as db:
+            have = {r[0] for r in db.execute("SELECT DISTINCT source_id FROM doc_sentences")}
+            db.executemany("DELETE FROM doc_sentences WHERE source_id=?",
+                           ((i,) for i in have - source_ids))
 
     def document_frequency(self, keys: Sequence[str]) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -181,12 +208,13 @@ class ConceptStore(LockedConnection):
     # -- categories ---------------------------------------------------------------------------
     def categories(self) -> list[Category]:
         with self.reading() as db:
-            rows = db.execute("SELECT id, name, aliases, concepts FROM categories").fetchall()
+            rows = db.execute("SELECT id, name, aliases, concepts, parent FROM categories"
+                              ).fetchall()
             members: dict[str, list[str]] = {}
             for cid, sid in db.execute("SELECT category_id, source_id FROM category_docs"):
                 members.setdefault(cid, []).append(str(sid))
         return [Category(r[0], r[1], json.loads(r[2]), sorted(members.get(r[0], [])),
-                         json.loads(r[3])) for r in rows]
+                         json.loads(r[3]), r[4]) for r in rows]
 
     def put_categories(self, cats: Sequence[Category]) -> None:
         with self.transaction() as db:
@@ -194,11 +222,11 @@ class ConceptStore(LockedConnection):
             db.execute("DELETE FROM category_docs")
             db.execute("DELETE FROM categories")
             for c in cats:
-                db.execute("INSERT INTO categories (id, name, aliases, concepts, created_at)"
-                           " VALUES (?,?,?,?,?)",
+                db.execute("INSERT INTO categories (id, name, aliases, concepts, created_at,"
+                           " parent) VALUES (?,?,?,?,?,?)",
                            (c.id, c.name, json.dumps(c.aliases, ensure_ascii=False),
                             json.dumps(c.concepts, ensure_ascii=False),
-                            created.get(c.id, time.time())))
+                            created.get(c.id, time.time()), c.parent))
                 db.executemany("INSERT INTO category_docs (category_id, source_id) VALUES"
                                " (?, ?)", ((c.id, int(m)) for m in c.members))
 

@@ -1,0 +1,88 @@
+"""The concept analysis's pure parts (decisions 0033, 0036): boilerplate sentences, name
+variants, speech verbs, the library's common phrases, the category hierarchy."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ragd.daemon.concepts import analysis, categories, extract
+
+LICENCE = ("This eBook is for the use of anyone anywhere at no cost and with almost no "
+           "restrictions whatsoever. You may copy it, give it away or re-use it under the "
+           "terms of the Literary Archive Foundation licence included with this eBook.")
+
+
+def test_shared_sentences_are_boilerplate_but_a_copy_is_not() -> None:
+    own = [f"The harpooner Queequeg sharpened his {a} iron on the {b} deck of the ship."
+           for a in ("old", "new", "bent") for b in ("upper", "lower", "main", "aft", "fore",
+                                                      "wet")]
+    texts = [" ".join(own[i:i + 6]) + " " + LICENCE for i in range(0, 18, 6)]
+    shared = analysis.sentence_hashes([LICENCE])
+    cleaned = analysis.clean_texts(texts, shared)
+    counts = analysis.candidate_counts(cleaned)
+    assert "literary archive foundation" not in counts and "harpooner queequeg" in counts
+    assert analysis.candidate_counts(analysis.clean_texts(texts, set())
+                                     )["literary archive foundation"] == 3
+    # a book the library holds twice: its sentences are all shared, it keeps its text
+    copy = analysis.clean_texts(texts, analysis.sentence_hashes(texts))
+    assert copy == texts
+
+
+def test_a_line_on_every_page_is_boilerplate() -> None:
+    towns = "Woking Horsell Byfleet Chobham Ottershaw Weybridge Shepperton Send Ripley Pyrford"
+    pages = [f"Free trial version of the reader software.\nThe Martians came to {town}, "
+             f"and the red weed grew along the river bank near {town}."
+             for town in towns.split()]
+    counts = analysis.candidate_counts(analysis.clean_texts(pages, set()))
+    assert "free trial version" not in counts and counts["red weed"] == 10
+
+
+def test_variants_and_speech_verbs() -> None:
+    assert extract.variant("holmes", "sherlock holmes")
+    assert extract.variant("sherlock holmes sat", "sherlock holmes")
+    assert extract.variant("gregor", "gregor’s room")
+    assert not extract.variant("sperm whale", "white whale")
+    counts = extract.candidates('"Quite so," remarked Holmes. "Indeed," replied Watson.')
+    assert "remarked holmes" not in counts and "holmes" in counts
+    assert "one’s" not in extract.candidates("It is one’s duty to read the dictionary.")
+    rng = np.random.default_rng(0)
+    vecs = rng.normal(size=(3, 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    pool = [("sherlock holmes", "sherlock holmes", 90, 9.0), ("holmes", "holmes", 400, 8.0),
+            ("irene adler", "irene adler", 20, 3.0)]
+    chosen = [c.key for c in extract.rank(pool, vecs[0], vecs, limit=3, weight_sim=0.0)]
+    assert chosen == ["sherlock holmes", "irene adler"]
+
+
+def test_common_phrases_of_the_library_are_dropped() -> None:
+    counts = {"hiya": 40, "walrus": 12}
+    df = {"hiya": 9, "walrus": 1}
+    kept = analysis.drop_common(counts, lambda k: df.get(k, 1), 10)
+    assert kept == {"walrus": 12}
+    assert analysis.drop_common(counts, lambda k: df.get(k, 1), 4) == counts  # small library
+
+
+def _blobs(centres: list[np.ndarray], per: int, rng: np.random.Generator) -> np.ndarray:
+    rows = [c + 0.05 * rng.normal(size=c.shape) for c in centres for _ in range(per)]
+    out = np.array(rows, dtype=np.float32)
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def test_a_large_category_that_falls_apart_gets_children() -> None:
+    rng = np.random.default_rng(1)
+    base = rng.normal(size=16)
+    far = rng.normal(size=16)
+    sub_a, sub_b = base + 0.2 * rng.normal(size=16), base + 0.2 * rng.normal(size=16)
+    vectors = np.vstack([_blobs([sub_a, sub_b], 4, rng), _blobs([far], 3, rng)])
+    ids = list(range(1, len(vectors) + 1))
+    concepts = {str(i): ([f"topic{i // 5}", f"word{i}"]) for i in ids}
+    cats = categories.hierarchy(ids, vectors, concepts, [], {})
+    tops = [c for c in cats if c.parent is None]
+    kids = [c for c in cats if c.parent is not None]
+    assert sorted(len(c.members) for c in tops) == [3, 8]
+    big = next(c for c in tops if len(c.members) == 8)
+    assert sorted(len(c.members) for c in kids) == [4, 4] and {c.parent for c in kids} == {
+        big.id}
+    assert len({c.name for c in cats}) == len(cats)
+    again = categories.hierarchy(ids, vectors, concepts, cats, {})  # ids stay
+    assert {c.id for c in again} == {c.id for c in cats}

@@ -96,6 +96,9 @@ class SearchSettings:
     z_semantic_weight: float = 0.25  # decision 0010, retuned with the combined keyword field
     z_note_weight: float = 0.4
     z_keyword_weight: float = 0.35
+    # The keyword note leg: the openings and properties chunks among the keyword leg's hits
+    # (decision 0037). Not in the config file yet: 0 turns it off.
+    z_keyword_note_weight: float = 0.15
 
 
 def validate(req: SearchRequest) -> None:
@@ -396,11 +399,16 @@ class SearchEngine:
         per_note = {"semantic": best_per_note(sem, note_of),
                     "note": best_per_note(heads, note_of),
                     "keyword": best_per_note(kw, note_of),
+                    # The same by words: a note whose opening or properties hold the query's
+                    # words (decision 0037).
+                    "keyword_note": best_per_note([(c, x) for c, x in kw
+                                                   if rows[c].ordinal <= 0], note_of),
                     "phrase": best_per_note(phrase, note_of)}
         notes = zscore_fusion(
             per_note,
             {"semantic": s.z_semantic_weight, "note": s.z_note_weight,
-             "keyword": s.z_keyword_weight, "phrase": s.z_keyword_weight * s.exact_weight},
+             "keyword": s.z_keyword_weight, "keyword_note": s.z_keyword_note_weight,
+             "phrase": s.z_keyword_weight * s.exact_weight},
             exact=[note_of(c) for c in titles], exact_weight=s.exact_weight,
             blind={"semantic": waiting, "note": waiting})
         # A leg's sure hit (a rare word, a best note far ahead of its second) stays on top.

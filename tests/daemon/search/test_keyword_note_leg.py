@@ -1,0 +1,90 @@
+"""The keyword note leg (decision 0037): the notes whose opening or properties chunk holds the
+query's words, fused beside the note leg that finds the same chunks by meaning."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragd.daemon.runtime.app import App
+from ragd.daemon.search import engine as engine_module
+from ragd.daemon.search.engine import SearchRequest
+from ragd.daemon.search.filters import Filters
+from ragd.daemon.settings.config import load_config
+from ragd.daemon.settings.paths import resolve_paths
+
+pytestmark = pytest.mark.slow
+
+QUERY = "sourdough starter"
+
+
+def write_vault(root: Path) -> Path:
+    """A note that says what it is about in its properties, and a long log that mentions the
+    same words only in a later section (a body chunk, not an opening)."""
+    root.mkdir(parents=True)
+    (root / ".obsidian").mkdir()
+    (root / "Starter.md").write_text(
+        "---\ndescription: feeding a sourdough starter every morning\n---\n"
+        "# Starter\n\nKeep the jar warm and discard half before each feed.\n", encoding="utf-8")
+    days = "\n\n".join(
+        f"## Day {n}\n\n" + ("The oven ran hot and the crust came out dark and thick. " * 12
+                             if n != 4 else "Fed the sourdough starter with rye flour. " * 12)
+        for n in range(1, 7))
+    (root / "Bakery log.md").write_text(f"# Bakery log\n\nWhat I baked.\n\n{days}\n",
+                                        encoding="utf-8")
+    (root / "Garden.md").write_text("# Garden\n\nWater the tomatoes at dusk.\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory, real_embedder: Any) -> Iterator[App]:
+    vault = write_vault(tmp_path_factory.mktemp("kwnote") / "Vault")
+    paths = resolve_paths()
+    config = load_config(paths, {"obsidian.vaults": [str(vault)]})
+    with App(paths, config, embedder=real_embedder) as a:
+        a.sync_all()
+        yield a
+
+
+def fused_legs(app: App, monkeypatch: pytest.MonkeyPatch
+               ) -> tuple[Mapping[str, Sequence[tuple[Hashable, float]]], Mapping[str, float]]:
+    """The per-note legs and weights the hybrid search fused."""
+    seen: list[tuple[Any, Any]] = []
+    original = engine_module.zscore_fusion
+
+    def spy(legs: Any, weights: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append((legs, weights))
+        return original(legs, weights, *args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "zscore_fusion", spy)
+    results = app.search_engine.search(SearchRequest(query=QUERY, filters=Filters()))["results"]
+    assert results and seen
+    return seen[-1]
+
+
+def source_of(app: App, name: str) -> Hashable:
+    ids = [c for c in app.catalog.all_chunk_ids()]
+    return next(r.source_id for r in app.catalog.chunks_by_id(ids).values()
+                if Path(r.path).name == name)
+
+
+def test_the_leg_holds_the_notes_whose_opening_has_the_words(
+        app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    legs, weights = fused_legs(app, monkeypatch)
+    keyword = {n for n, _ in legs["keyword"]}
+    starter, log = source_of(app, "Starter.md"), source_of(app, "Bakery log.md")
+    assert {starter, log} <= keyword  # both hold the words
+    assert [n for n, _ in legs["keyword_note"]] == [starter]  # only one in its opening
+    assert weights["keyword_note"] == engine_module.SearchSettings().z_keyword_note_weight > 0
+
+
+def test_weight_zero_turns_it_off(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = app.search_engine
+    monkeypatch.setattr(engine, "settings",
+                        dataclasses.replace(engine.settings, z_keyword_note_weight=0.0))
+    _, weights = fused_legs(app, monkeypatch)
+    assert weights["keyword_note"] == 0.0

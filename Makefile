@@ -11,7 +11,7 @@ MYPY := mkdir -p build/typecheck/ragd && for p in daemon tray mcp_bridge; do \
 	  ln -sfn ../../../$$p build/typecheck/ragd/$$p; done && \
 	MYPYPATH=build/typecheck $(VENV)/bin/mypy -p ragd.daemon -p ragd.tray -p ragd.mcp_bridge
 
-.PHONY: setup tray-menus run test test-fast lint bench bench-full clean
+.PHONY: setup tray-menus run test test-fast lint bench bench-full clean model wheel mcpb
 
 setup: $(VENV)/.installed
 
@@ -21,13 +21,17 @@ setup: $(VENV)/.installed
 # an *extra* index: a machine that cannot reach it installs from its own index (a mirror that
 # serves the CPU wheel) instead of retrying it for every package. TORCH_INDEX= skips it.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+# The `reference` extra's torch pins, markers included (Intel Macs stop at 2.2.2).
+TORCH := "torch==2.13.0; sys_platform != 'darwin' or platform_machine != 'x86_64'" \
+	"torch==2.2.2; sys_platform == 'darwin' and platform_machine == 'x86_64' and python_version < '3.13'"
 PROBE_INDEX := import sys, urllib.request as u; u.urlopen(u.Request(sys.argv[1] + "/torch/", method="HEAD"), timeout=5); print("--extra-index-url", sys.argv[1])
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	index=$$($(if $(TORCH_INDEX),$(PY) -c '$(PROBE_INDEX)' "$(TORCH_INDEX)" 2>/dev/null)) || \
 	  echo "note: $(TORCH_INDEX) not reachable: torch comes from your default index"; \
-	  $(PIP) $$index torch==2.13.0
+	  $(PIP) $$index $(TORCH)
 	$(PIP) -e ".[dev]"
+	$(PY) -m ragd.daemon.embed.model_pack build --if-stale  # the shipped graph (decision 0034)
 	$(if $(filter Linux,$(shell uname -s)),$(MENUS_IF_POSSIBLE))
 	$(PY) tests/test_install.py  # no CUDA packages came along
 	touch $@
@@ -76,5 +80,16 @@ bench-full: setup  ## every benchmark at full size (hours the first time: see do
 	$(PY) bench/query_latency.py
 	$(PY) bench/tray.py
 
+model: setup  ## export the default model into the package again (the wheel ships it)
+	$(PY) -m ragd.daemon.embed.model_pack build
+
+wheel: setup  ## dist/ragd-<version>-py3-none-any.whl, the shipped graph included
+	$(PY) -m ragd.daemon.embed.model_pack build --if-stale
+	rm -rf build/lib build/bdist.* dist/ragd-*.whl
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
+
+mcpb: wheel  ## dist/ragd-<version>.mcpb, the MCP bundle a desktop client installs (uv runtime)
+	$(PY) packaging/mcpb/build.py $$(ls -t dist/ragd-*.whl | head -1) --out dist
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache build dist

@@ -5,7 +5,12 @@ one distribution-owned name, ``ragd``: ``ragd.daemon``, ``ragd.tray``, ``ragd.mc
 top-level ``daemon`` would overwrite python-daemon, and ``mcp_bridge`` is the mcp-bridge package.
 ``package_dir`` maps each folder, and every subpackage is listed from the folders here, so a new
 subpackage needs no edit. ``ragd`` itself is a namespace package (it has no folder of its own).
+
+The autostart templates and the icon install under ``<prefix>/share/ragd/``, where
+``ragd.tray.autostart`` looks for them outside a source tree.
 """
+
+from pathlib import Path
 
 from setuptools import find_packages, setup
 
@@ -13,4 +18,8 @@ FOLDERS = ("daemon", "tray", "mcp_bridge")
 
 packages = [f"ragd.{name}" for folder in FOLDERS
             for name in (folder, *(f"{folder}.{sub}" for sub in find_packages(folder)))]
-setup(packages=packages, package_dir={f"ragd.{folder}": folder for folder in FOLDERS})
+shared = [(f"share/ragd/{folder}", sorted(str(p) for p in Path("packaging", folder).iterdir()
+                                         if p.is_file()))
+          for folder in ("autostart", "icons", "mcp")]
+setup(packages=packages, package_dir={f"ragd.{folder}": folder for folder in FOLDERS},
+      data_files=shared)

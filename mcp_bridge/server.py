@@ -318,7 +318,7 @@ def _setup_logging(verbose: bool) -> None:
     if not root.handlers:
         logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                             format="ragd-mcp %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("mcp_bridge").setLevel(logging.DEBUG if verbose else logging.INFO)
+    logging.getLogger("ragd.mcp_bridge").setLevel(logging.DEBUG if verbose else logging.INFO)
 
 
 def run(verbose: bool = False) -> int:

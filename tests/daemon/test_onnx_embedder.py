@@ -17,6 +17,7 @@ import pytest
 from conftest import corpus_path
 from vault_fixtures import write_vault
 
+from ragd.daemon.embed import model_pack
 from ragd.daemon.embed.embedding import (
     SentenceTransformerEmbedder,
     make_embedder,
@@ -129,7 +130,10 @@ def test_unsupported_models_fall_back_to_sentence_transformers_with_one_line(
 
 
 def test_a_failed_export_is_remembered_not_retried(tmp_path: Path,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
+                                                   caplog: pytest.LogCaptureFixture,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # A tree without the shipped graph (decision 0034): the default model exports too.
+    monkeypatch.setattr(model_pack, "PACK_ROOT", tmp_path / "no-pack")
     model_path = resolve_model_path(MODEL)
     directory = graph_dir(models_dir(tmp_path), MODEL, model_path)
     directory.mkdir(parents=True)

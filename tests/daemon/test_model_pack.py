@@ -1,0 +1,66 @@
+"""The shipped model graph (decision 0034): which folder counts as a complete pack, and a
+failed derivation remembered. The real pack and its int8 graph are tested from the built
+wheel (tests/install/test_wheel.py)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from ragd.daemon.embed import model_pack
+from ragd.daemon.embed.onnx_embedder import GraphManifest, Unsupported, VariantCheck
+
+
+def write_pack(root: Path, graph: bytes = b"graph") -> Path:
+    pack = root / model_pack.DEFAULT_MODEL
+    pack.mkdir(parents=True)
+    for name in model_pack.PACK_FILES:
+        (pack / name).write_bytes(b"x")
+    (pack / "model.onnx").write_bytes(graph)
+    manifest = GraphManifest(model=model_pack.DEFAULT_MODEL, model_path="packaged",
+                             source_key="k", created_at="now", dimension=384, max_tokens=256,
+                             variants={"onnx": VariantCheck(file="model.onnx", size=5,
+                                                            min_cosine=1, mean_cosine=1,
+                                                            ok=True)})
+    (pack / "manifest.json").write_text(manifest.model_dump_json(), encoding="utf-8")
+    return pack
+
+
+def test_a_complete_pack_serves_the_default_model_only(tmp_path: Path) -> None:
+    pack = write_pack(tmp_path)
+    assert model_pack.packaged("all-MiniLM-L6-v2", tmp_path) == pack
+    assert model_pack.packaged("sentence-transformers/all-MiniLM-L6-v2", tmp_path) == pack
+    assert model_pack.packaged("BAAI/bge-small-en-v1.5", tmp_path) is None
+    assert model_pack.packaged("all-MiniLM-L6-v2", tmp_path / "elsewhere") is None
+
+
+def test_a_cut_graph_or_a_missing_file_is_no_pack(tmp_path: Path,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    pack = write_pack(tmp_path, graph=b"grap")  # one byte short of the manifest's size
+    with caplog.at_level(logging.WARNING):
+        assert model_pack.packaged("all-MiniLM-L6-v2", tmp_path) is None
+    assert "incomplete" in caplog.text
+    (pack / "model.onnx").write_bytes(b"graph")
+    (pack / model_pack.REFERENCE_FILE).unlink()
+    assert model_pack.packaged("all-MiniLM-L6-v2", tmp_path) is None
+
+
+def test_the_derived_folder_follows_the_pack_and_a_failure_is_remembered(tmp_path: Path) -> None:
+    pack = write_pack(tmp_path / "a")
+    models = tmp_path / "models"
+    first = model_pack.derived_dir(pack, models)
+    assert first.name.startswith("all-MiniLM-L6-v2-pack-")
+    other = write_pack(tmp_path / "b", graph=b"other")
+    assert model_pack.derived_dir(other, models) == first  # same manifest, same key
+    (other / "manifest.json").write_text((other / "manifest.json").read_text().replace(
+        '"created_at":"now"', '"created_at":"later"'), encoding="utf-8")
+    assert model_pack.derived_dir(other, models) != first
+    # The int8 graph did not reproduce the reference once: not redone at every start.
+    first.mkdir(parents=True)
+    failed = GraphManifest(model="m", model_path="packaged", source_key="k", created_at="now",
+                           error="ValueError: cosine 0.9")
+    (first / "manifest.json").write_text(failed.model_dump_json(), encoding="utf-8")
+    with pytest.raises(Unsupported, match="failed before"):
+        model_pack.derive(pack, models)

@@ -47,7 +47,12 @@ import numpy as np
 from bench.calibre import calibredb
 from ragd.daemon.concepts import categories as cats
 from ragd.daemon.concepts import extract
-from ragd.daemon.concepts.analysis import boilerplate_filter
+from ragd.daemon.concepts.analysis import (
+    candidate_counts,
+    clean_texts,
+    drop_common,
+    shared_sentences,
+)
 from ragd.daemon.ipc.client import Client
 from ragd.daemon.ipc.discovery import find_daemon
 from ragd.daemon.settings.paths import resolve_paths
@@ -156,12 +161,12 @@ def tfidf_groups(counts: dict[int, Counter[str]], k: int) -> list[list[int]]:
     df: Counter[str] = Counter()
     for c in counts.values():
         df.update(k_ for k_, n in c.items() if n >= 2)
-    vocab = {w: i for i, w in enumerate(sorted(w for w, n in df.items() if n >= 1))}
+    vocab = {w: i for i, w in enumerate(sorted(df))}
     mat = np.zeros((len(ids), len(vocab)), dtype=np.float32)
     for r, sid in enumerate(ids):
         for w, n in counts[sid].items():
             if w in vocab:
-                mat[r, vocab[w]] = (1 + np.log(n)) * np.log((1 + len(ids)) / (1 + df[w])) + 1
+                mat[r, vocab[w]] = (1 + np.log(n)) * (np.log((1 + len(ids)) / (1 + df[w])) + 1)
     mat /= np.linalg.norm(mat, axis=1, keepdims=True).clip(1e-9)
     labels = cats.cluster(mat, k)
     return [[ids[i] for i in range(len(ids)) if labels[i] == c] for c in sorted(set(labels))]
@@ -248,7 +253,7 @@ def measure(client: Client, paths: Any, originals: dict[str, Path]) -> dict[str,
     docs = store.execute("SELECT source_id, source, title, metadata, seconds FROM docs"
                          " ORDER BY title").fetchall()
     n_docs = len(docs)
-    shared = boilerplate_filter(store)
+    shared = shared_sentences(store)
     rows, counts_of, subjects = [], {}, {}
     for sid, src, title, meta, seconds in docs:
         path = Path(src)
@@ -261,14 +266,14 @@ def measure(client: Client, paths: Any, originals: dict[str, Path]) -> dict[str,
         texts = [r[0] for r in cat.execute(
             "SELECT text FROM chunks WHERE source_id=? AND ordinal >= 0 ORDER BY ordinal",
             (sid,))]
-        counts: Counter[str] = Counter()
-        for t in texts:
-            counts.update(extract.candidates(shared(t)))
-        counts_of[sid] = counts
+        counts = Counter(candidate_counts(clean_texts(texts, shared)))
         terms = [r[0] for r in store.execute("SELECT key FROM doc_terms WHERE source_id=?",
                                              (sid,))]
         df = {t: store.execute("SELECT COUNT(*) FROM doc_terms WHERE key=?",
                                (t,)).fetchone()[0] for t in terms}
+        # the baseline's candidates are cleaned as the analysis cleans them
+        counts = Counter(drop_common(dict(counts), lambda k, df=df: df.get(k, 1), n_docs))
+        counts_of[sid] = counts
         base = [p[1] for p in extract.tfidf_rank(counts, lambda k, df=df: df.get(k, 1),
                                                  n_docs, limit=20)]
         judged = judgment(original) + " " + " ".join(tags)

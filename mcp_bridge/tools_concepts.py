@@ -99,10 +99,12 @@ DESCRIPTIONS = {
     "concept_sources": "Per concept, its own list of source documents: results[i] holds the "
     "sources of concepts_searched[i].",
     "category_search": "The documents of one category (by name, id or alias), with the "
-    "category's metadata and statistics and each document's summary.",
+    "category's metadata, statistics, place in the hierarchy (parent, children) and each "
+    "document's summary; includeChildren adds each narrower category with its documents.",
     "list_categories": "All categories (documents clustered by their content, each named by "
-    "its most distinctive concepts) with document counts, aliases and related categories. "
-    "The starting point for exploring the library.",
+    "its most distinctive concepts; a large one split into narrower children) with document "
+    "counts, aliases, hierarchy path and related categories. The starting point for "
+    "exploring the library.",
     "list_concepts_in_category": "The concepts found in the documents of one category, with "
     "how many of its documents hold each and related concepts.",
 }

@@ -226,9 +226,11 @@ class Analyser:
                     "SELECT text FROM chunks WHERE source_id=? AND ordinal >= 0",
                     (doc.source_id,))]
                 self.store.put_sentences(doc.source_id, sentence_hashes(texts))
+            with self.store.reading() as sdb:
+                shared = shared_sentences(sdb) if todo else set()
             for doc in todo:
                 self.pause()
-                self.analyse(db, doc)
+                self.analyse(db, doc, shared)
         finally:
             db.close()
         if removed or todo:
@@ -245,14 +247,12 @@ class Analyser:
                                   dtype=np.float32))
         return np.vstack(out) if out else np.zeros((0, self.embedder.dimension), np.float32)
 
-    def analyse(self, db: sqlite3.Connection, doc: Eligible) -> None:
+    def analyse(self, db: sqlite3.Connection, doc: Eligible, shared: set[int]) -> None:
         t0 = time.monotonic()
         ids, texts, vecs = _chunks(db, doc.source_id, self.embedder.fingerprint)
         if not ids:
             return
         doc_vec = _norm(vecs.mean(axis=0))
-        with self.store.reading() as sdb:
-            shared = shared_sentences(sdb)
         texts = clean_texts(texts, shared)
         counts = candidate_counts(texts)
         surface = extract._surface(counts)

@@ -70,14 +70,24 @@ def best_split(vectors: np.ndarray) -> tuple[list[int], float]:
     return best, best_s
 
 
+def centred(vectors: np.ndarray) -> np.ndarray:
+    """The vectors less their mean, normalised: what all the documents share (the language,
+    the register of prose) would otherwise outweigh what sets them apart."""
+    if len(vectors) < 3:
+        return vectors
+    out = vectors - vectors.mean(axis=0)
+    return (out / np.linalg.norm(out, axis=1, keepdims=True).clip(1e-9)).astype(np.float32)
+
+
 def hierarchy(ids: Sequence[int], vectors: np.ndarray,
               doc_concepts: Mapping[str, Sequence[str]], old: Sequence[Category],
               display: Mapping[str, str]) -> list[Category]:
-    """Top categories (the clusters of :func:`choose`), and below each one of at least
-    SPLIT_MIN_DOCS documents that falls apart clearly, narrower ones named by what sets them
-    apart inside it. A document belongs to every category on its path."""
+    """Top categories (the clusters of :func:`choose` over the :func:`centred` vectors), and
+    below each one of at least SPLIT_MIN_DOCS documents that falls apart clearly, narrower
+    ones named by what sets them apart inside it. A document belongs to every category on
+    its path."""
     members = [str(i) for i in ids]
-    labels = choose(vectors) if len(ids) else []
+    labels = choose(centred(vectors)) if len(ids) else []
     used: set[str] = set()
     tops = stable(name_clusters(labels, members, doc_concepts),
                   [c for c in old if c.parent is None], display, used)
@@ -86,8 +96,7 @@ def hierarchy(ids: Sequence[int], vectors: np.ndarray,
     for top in tops:
         if len(top.members) < SPLIT_MIN_DOCS:
             continue
-        sub_vectors = vectors[[row[m] for m in top.members]]
-        sub, score = best_split(sub_vectors)
+        sub, score = best_split(centred(vectors[[row[m] for m in top.members]]))
         if len(set(sub)) < 2 or score < SPLIT_MIN_SILHOUETTE:
             continue
         children = stable(name_clusters(sub, top.members, doc_concepts),

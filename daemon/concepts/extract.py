@@ -134,13 +134,16 @@ def tfidf_rank(counts: Mapping[str, int], df: Callable[[str], int], n_docs: int,
 
 
 def variant(a: str, b: str) -> bool:
-    """Whether one key's words are a contiguous run of the other's (possessives aside): the
-    same thing named shorter or longer ("holmes", "sherlock holmes", "sherlock holmes sat")."""
-    wa, wb = [_base(w) for w in a.split()], [_base(w) for w in b.split()]
+    """Whether two keys name the same thing shorter and longer: the shorter's words begin or
+    end the longer's ("holmes", "sherlock holmes"; "moby", "moby dick"), or one word with and
+    without its possessive. "gregor's mother" is not "gregor": the possessive stays."""
+    wa, wb = a.split(), b.split()
+    if len(wa) == len(wb) == 1:
+        return _base(wa[0]) == _base(wb[0])
     if len(wa) > len(wb):
         wa, wb = wb, wa
     n = len(wa)
-    return any(wb[i:i + n] == wa for i in range(len(wb) - n + 1))
+    return n < len(wb) and (wb[:n] == wa or wb[-n:] == wa)
 
 
 def rank(pool: Sequence[tuple[str, str, int, float]], doc_vec: np.ndarray,
@@ -148,7 +151,7 @@ def rank(pool: Sequence[tuple[str, str, int, float]], doc_vec: np.ndarray,
          diversity: float = 0.5, dup_cos: float = 0.9) -> list[Concept]:
     """Score the pool against the document's vector and pick ``limit`` by maximal marginal
     relevance: relevant to the document, unlike what was picked already. A variant of a
-    chosen concept (one's words inside the other's) is the same concept: it is dropped."""
+    chosen concept is the same concept named again: it is dropped."""
     if not pool:
         return []
     sims = phrase_vecs @ doc_vec

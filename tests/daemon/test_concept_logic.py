@@ -40,8 +40,10 @@ def test_a_line_on_every_page_is_boilerplate() -> None:
 def test_variants_and_speech_verbs() -> None:
     assert extract.variant("holmes", "sherlock holmes")
     assert extract.variant("sherlock holmes sat", "sherlock holmes")
-    assert extract.variant("gregor", "gregor’s room")
+    assert extract.variant("gregor", "gregor’s") and extract.variant("moby", "moby dick")
+    assert not extract.variant("gregor", "gregor’s mother")
     assert not extract.variant("sperm whale", "white whale")
+    assert not extract.variant("sea", "north sea coast")
     counts = extract.candidates('"Quite so," remarked Holmes. "Indeed," replied Watson.')
     assert "remarked holmes" not in counts and "holmes" in counts
     assert "one’s" not in extract.candidates("It is one’s duty to read the dictionary.")

@@ -122,6 +122,8 @@ def test_tools_match_reference_and_answer(env: tuple[DaemonProc, Path]) -> None:
         {"baking-0", "baking-1"}, {"astronomy-0", "astronomy-1"}]
     cats = out[7]["categories"]
     assert len(cats) == 3 and all(c["document_count"] == 2 for c in cats)
+    assert all(c["hierarchy_path"] == [c["name"]] and c["parent"] is None and c["children"] == []
+               for c in cats)  # two documents each: too few to split
     assert results[-1].isError and out[-1]["error"]["code"] == "RECORD_NOT_FOUND"
     name = cats[0]["name"]
     _, more = call_tools(d.home, [("category_search", {"category": name}),

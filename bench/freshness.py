@@ -102,18 +102,57 @@ def wait_searchable(d: Daemon, word: str, count: int = 1, timeout: float = 120) 
     raise SystemExit(f"error: {word!r} was not searchable after {timeout:.0f} s")
 
 
-def edits(d: Daemon, vault: Path, n: int, rng: random.Random) -> list[float]:
+def edits(d: Daemon, vault: Path, n: int, rng: random.Random,
+          saves: list[dict[str, Any]] | None = None) -> list[float]:
+    """Save-to-searchable of ``n`` edits, one at a time; each is added to ``saves`` (which
+    note, when) for ``phases``."""
     notes = sorted(vault.rglob("*.md"))
     latencies = []
     for i in range(n):
         note = rng.choice(notes)
         word = f"freshword{i}x{rng.randrange(10**6)}"
+        at = time.time()
         t0 = time.perf_counter()
         with open(note, "a", encoding="utf-8") as fh:
             fh.write(f"\n\nEdited: {word}\n")
         wait_searchable(d, word)
         latencies.append(time.perf_counter() - t0)
+        if saves is not None:
+            saves.append({"path": note.relative_to(vault).as_posix(), "at": at,
+                          "s": latencies[-1]})
     return latencies
+
+
+def phases(saves: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each save split by the daemon's timing of the small job that indexed it (`status`
+    ``small_jobs``): ``watch`` (write to queued), the job's ``wait`` in the queue by what the
+    writer did meanwhile, its run until ``visible``, and ``found`` (visible until this
+    client's search saw it). Saves whose job is not found (an older daemon) are left out."""
+    out = []
+    for save in saves:
+        mine = [j for j in jobs if save["path"] in j.get("paths", ())
+                and j["at"] >= save["at"] - 0.05 and j.get("visible_s") is not None]
+        if not mine:
+            continue
+        job = min(mine, key=lambda j: j["at"])
+        watch = job["at"] - save["at"]
+        out.append({**save, "watch": watch, "queue": job["wait_s"],
+                    "run": job["visible_s"] - job["wait_s"],
+                    "found": save["s"] - watch - job["visible_s"],
+                    **{f"wait.{k}": v for k, v in job["wait"].items()},
+                    **{f"run.{k}": v for k, v in job["run"].items()}})
+    return out
+
+
+def phase_table(split: list[dict[str, Any]]) -> str:
+    """p50/p95/max of each phase over the saves, and the slowest save's own figures."""
+    keys = ["s", "watch", "queue", "run", "found"]
+    keys += sorted({k for row in split for k in row if "." in k})
+    slowest = max(split, key=lambda r: r["s"])
+    rows = [[k, pct([r.get(k, 0.0) for r in split], 50), pct([r.get(k, 0.0) for r in split], 95),
+             max(r.get(k, 0.0) for r in split), slowest.get(k, 0.0)] for k in keys]
+    return table(f"where the {len(split)} saves' time went (seconds)", rows,
+                 ["phase", "p50", "p95", "max", "slowest save"])
 
 
 def burst(d: Daemon, vault: Path, m: int) -> float:
@@ -215,9 +254,10 @@ class Load:
         return set(self.embedded) >= set(self.probes)
 
 
-def under_load(source: Path, n: int, bulk: str = "all") -> None:
+def under_load(source: Path, n: int, bulk: str = "all", saves_only: bool = False) -> None:
     """Save-to-searchable idle and under bulk load, in one run (issue 21). ``bulk`` is the
-    load: the mail corpus and the books ("all"), or one of them ("mail", "books")."""
+    load: the mail corpus and the books ("all"), or one of them ("mail", "books").
+    ``saves_only``: stop once the saves are timed, not when the load is all embedded."""
     mail, books = corpus("mail"), corpus("books")
     rng = random.Random(21)
     with tempfile.TemporaryDirectory(prefix="ragd-load-") as tmp:
@@ -239,11 +279,17 @@ def under_load(source: Path, n: int, bulk: str = "all") -> None:
                 if name in probes:
                     d.client.call("index", {"collection": name, "path": str(folder),
                                             "wait": False})
-            busy = []
-            while not load.poll():
+            busy: list[float] = []
+            saves: list[dict[str, Any]] = []
+            split: list[dict[str, Any]] = []
+            while not load.poll() and not (saves_only and len(busy) >= n):
                 if len(busy) < n and load.first:
-                    busy.append(edits(d, vault, 1, rng)[0])
+                    busy.append(edits(d, vault, 1, rng, saves)[0])
+                    if len(busy) == n:  # before the daemon's ring of small jobs turns
+                        split = phases(saves, d.client.call("status").get("small_jobs", []))
                 time.sleep(0.2)
+            if not split:
+                split = phases(saves, d.client.call("status").get("small_jobs", []))
             last_busy = len(busy)
         finally:
             d.stop()
@@ -256,13 +302,17 @@ def under_load(source: Path, n: int, bulk: str = "all") -> None:
                 rows, ["measure", "idle", "under load", "ratio"]))
     per = [[name, load.first.get(name), load.read.get(name), load.embedded.get(name),
             load.chunks.get(name, 0),
-            (load.embedded[name] / load.first[name]) if load.first.get(name) else None]
+            (load.embedded[name] / load.first[name])
+            if load.first.get(name) and name in load.embedded else None]
            for name in load.probes]
     print(table("bulk collections (seconds from the daemon's start)", per,
                 ["collection", "first keyword hit", "all keyword", "all embedded", "chunks",
                  "embedded / first hit"]))
     print(f"daemon peak RSS: {load.peak_rss:.0f} MB")
-    out = write_json("freshness-under-load" + ("" if bulk == "all" else f"-{bulk}"), {
+    if split:
+        print(phase_table(split))
+    out = write_json("freshness-under-load" + ("" if bulk == "all" else f"-{bulk}")
+                     + ("-saves" if saves_only else ""), {
         "vault": str(source), "bulk": bulk, "idle_s": idle, "under_load_s": busy,
         "save_to_searchable_s": {"idle": {"p50": pct(idle, 50), "p95": pct(idle, 95)},
                                  "under_load": {"p50": pct(busy, 50), "p95": pct(busy, 95)}},
@@ -270,7 +320,7 @@ def under_load(source: Path, n: int, bulk: str = "all") -> None:
                                "all_keyword_s": load.read.get(name),
                                "all_embedded_s": load.embedded.get(name),
                                "chunks": load.chunks.get(name)} for name in load.probes},
-        "daemon_peak_rss_mb": load.peak_rss})
+        "daemon_peak_rss_mb": load.peak_rss, "phases": split})
     print(f"wrote {out}")
 
 
@@ -286,10 +336,13 @@ def main() -> None:
                     help="time the edits idle, then while mail and books are indexed")
     ap.add_argument("--bulk", choices=("all", "mail", "books"), default="all",
                     help="with --under-load: the bulk work (default: mail and books)")
+    ap.add_argument("--saves-only", action="store_true",
+                    help="with --under-load: stop once the saves are timed (no embedding "
+                         "times; for A/B rounds of the save figures)")
     args = ap.parse_args()
     source = args.vault or corpus("vault", "kepano-obsidian")
     if args.under_load:
-        under_load(source, args.edits, args.bulk)
+        under_load(source, args.edits, args.bulk, args.saves_only)
         return
     if args.home:
         at_scale(args.home.expanduser().resolve(), source, args.edits)

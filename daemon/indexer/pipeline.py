@@ -30,6 +30,7 @@ from ragd.daemon.errors import Interrupted
 from ragd.daemon.indexer.containers import plan_containers
 from ragd.daemon.indexer.readahead import CarryKey, EntryStream, Loader, ReadAhead
 from ragd.daemon.indexer.reconcile import Plan, RetryClock, reconcile
+from ragd.daemon.indexer.timings import Spans
 from ragd.daemon.models import ChunkDraft, Document, FileState, Skip
 from ragd.daemon.sources.base import (
     ContainerKind,
@@ -50,6 +51,7 @@ from ragd.daemon.stores.catalog import (
     date_int,
     text_hash,
 )
+from ragd.daemon.stores.fulltext import CommitYielded
 from ragd.daemon.text.chunking import chunk_markdown
 from ragd.daemon.text.properties import properties_chunks
 
@@ -64,7 +66,8 @@ WINDOW_CHUNKS_BACKGROUND = 128
 # bursts while someone writes.
 SMALL_WINDOW_S = 60.0
 # Journal ops per keyword commit when a projection replays a backlog of them: between two,
-# small work that waits goes first.
+# small work that waits goes first. While notes are saved, fewer: what the keyword store can
+# commit in its time budget (WhooshStore.busy_docs, issue 21).
 REPLAY_SLICE = 512
 GROUP_SOURCES = 200
 EMBED_SLICE = 64  # ~4 s of embedding on two cores
@@ -212,6 +215,16 @@ class Indexer:
         self._carried: dict[CarryKey, Future[Any]] = {}
         self._carried_files: dict[Any, Future[Any]] = {}  # a folder's loads (ReadAhead)
         self.backlog = Counts()  # refreshed after every commit and every embedded slice
+        # What the writer spends its time on (a small job's timing reads it, issue 21), and
+        # when the current small job's own chunks became keyword-searchable.
+        self.spans = Spans()
+        self.visible_at: float | None = None
+        self._yielding = False  # a replay that small work may cut short, even mid-slice
+        for store in self.stores:
+            if hasattr(store, "on_span"):
+                store.on_span = self.spans.add  # type: ignore[attr-defined]
+            if hasattr(store, "interrupt"):
+                store.interrupt = self._interrupt  # type: ignore[attr-defined]
 
     # -- the sync pass ------------------------------------------------------------------------
     def sync(self, coll: Collection, kind: SourceKind | ContainerKind, *,
@@ -223,6 +236,7 @@ class Indexer:
         (nothing has been changed then), and ``TooManyFiles`` past ``max_entries``.
         """
         self._started = time.monotonic()
+        self.visible_at = None
         if self.urgency != backlog.BULK:
             self._small_at = self._started
             self._ahead = self.catalog.last_op()
@@ -261,6 +275,7 @@ class Indexer:
         plan = reconcile(disk, known, lambda rel: self._hash(root, rel), force=forced,
                          retry=self.retries.policy().due)
         report.add_stage("scan", time.perf_counter() - t0)
+        self.spans.add("scan", self._started)
         report.total_found = len(disk) + len(walked.skipped)
         report.unchanged = plan.unchanged
         self._record_walk_skips(coll, walked.skipped, report, paths)
@@ -378,8 +393,13 @@ class Indexer:
         state = _Pass()
         last: list[ContainerRecord] = []  # rewritten: recorded when their losses are
         current: tuple[FileState, int] | None = None  # (container, end of what is handled)
+        items = iter(stream)
         try:
-            for item in stream:
+            while True:
+                with self.spans.span("read_wait"):
+                    item = next(items, None)
+                if item is None:
+                    break
                 f = item.file
                 if item.entry is None:  # the end of a container
                     record = ContainerRecord(f.path, f.size, f.mtime_ns,
@@ -460,7 +480,8 @@ class Indexer:
             self.catalog.relocate_source(rec.id, f.path, entry.locator, entry.location)
             report.moved += 1
             return None
-        loaded = load() if load is not None else self._load_entry(entry)
+        with self.spans.span("read_wait"):
+            loaded = load() if load is not None else self._load_entry(entry)
         doc = loaded.doc
         if isinstance(doc, Exception):
             doc = self._unexpected(entry.key, doc, report)
@@ -518,7 +539,8 @@ class Indexer:
                     self._flush(coll, group, report)
                     raise Interrupted(f"indexing {coll.name} was interrupted")
                 try:
-                    loaded = ahead.get(n - 1)
+                    with self.spans.span("read_wait"):
+                        loaded = ahead.get(n - 1)
                 except Interrupted:  # a slow conversion: small work goes first
                     self._flush(coll, group, report)
                     raise
@@ -668,16 +690,20 @@ class Indexer:
         fp = self.embedder.fingerprint
         updates = [p.update for p in group if p.update is not None]
         hashes = {text_hash(ch.embed_text) for up in updates for ch in up.chunks}
+        start = time.monotonic()
         cached = self.catalog.cached_vectors(fp, sorted(hashes))
         t0 = time.perf_counter()
         written, deleted = self.catalog.commit_sources(
             coll.id, updates, fp, {}, containers, copies,
             unembedded=frozenset(hashes - cached.keys()), urgency=self.urgency)
         report.add_stage("commit", time.perf_counter() - t0)
+        self.spans.add("commit", start)
         report.chunks_written += written
         report.chunks_deleted += deleted
         report.indexed += len(updates)
         self.catch_up(report)
+        if self.urgency != backlog.BULK and self.visible_at is None and updates:
+            self.visible_at = time.monotonic()
         if len(hashes) > len(cached):
             self.refresh_backlog()
             self.on_backlog()
@@ -722,11 +748,13 @@ class Indexer:
         vectors = self.catalog.cached_vectors(fp, sorted(texts))
         missing = sorted((h for h in texts if h not in vectors), key=lambda h: len(texts[h]))
         if missing:
-            mat = self.embedder.embed([texts[h] for h in missing])
+            with self.spans.span("embed"):
+                mat = self.embedder.embed([texts[h] for h in missing])
             fresh = dict(zip(missing, mat, strict=True))
         else:
             fresh = {}
-        self.catalog.vectors_arrived(fp, fresh, [p.chunk_id for p in todo])
+        with self.spans.span("vectors_commit"):
+            self.catalog.vectors_arrived(fp, fresh, [p.chunk_id for p in todo])
         self.catch_up(vectors_only=True)
         self.refresh_backlog()
         return len(todo)
@@ -752,7 +780,9 @@ class Indexer:
                  vectors_only: bool = False) -> None:
         """Apply journal ops to every index past its mark (idempotent: safe to replay). A
         chunk still in the embedding backlog is not in the vector index yet."""
+        start = time.monotonic()
         with self.lock:
+            self.spans.add("lock_wait", start)
             for store in self.stores:
                 if vectors_only and not store.needs_vectors:
                     continue
@@ -763,23 +793,42 @@ class Indexer:
 
     def _replay(self, store: IndexStore) -> None:
         """Apply the ops past the store's mark, in slices. A big document's keyword
-        projection costs seconds (~0.7 ms a chunk in Whoosh): between slices it gives way to
-        small work waiting. A small job applies its own ops first and the older ones when it
-        ends (``_finish``); what a job leaves is replayed by the next catch_up, which every
-        job makes when it commits (decision 0025)."""
+        projection costs seconds (~0.7 ms a chunk in Whoosh on an idle machine, 5 on a
+        loaded one): before each slice, and within one until its commit starts, it gives way
+        to small work waiting; while notes are saved a slice is what the store commits in its
+        time budget. A small job applies its own ops first and the older ones when it ends
+        (``_finish``); what a job leaves is replayed by the next catch_up, which every job
+        makes when it commits (decisions 0022, 0025)."""
         mark = store.mark
         if self._ahead is not None and not store.needs_vectors and mark < self._ahead:
             self._apply_ahead(store)  # the older ops wait for the end of the small job
             return
-        while True:
-            new_mark, ids = self.catalog.ops_after(mark, REPLAY_SLICE,
-                                                   vector_ops=store.needs_vectors)
-            if new_mark == mark:
-                return
-            self._apply_ids(store, ids, new_mark)
-            mark = new_mark
-            if self.give_way():
-                return
+        self._yielding = True
+        try:
+            while not self.give_way():
+                new_mark, ids = self.catalog.ops_after(mark, self._slice(store),
+                                                       vector_ops=store.needs_vectors)
+                if new_mark == mark:
+                    return
+                try:
+                    self._apply_ids(store, ids, new_mark)
+                except CommitYielded:
+                    return
+                mark = new_mark
+        finally:
+            self._yielding = False
+
+    def _interrupt(self) -> bool:
+        """Whether a keyword apply under way should be given up before its commit."""
+        return self._yielding and self.give_way()
+
+    def _slice(self, store: IndexStore) -> int:
+        """Ops per apply: REPLAY_SLICE, or while notes are saved what the store can commit
+        in its time budget."""
+        busy = getattr(store, "busy_docs", None)
+        if busy is None or self._quiet():
+            return REPLAY_SLICE
+        return max(1, min(REPLAY_SLICE, int(busy())))
 
     def _apply_ahead(self, store: IndexStore) -> None:
         """A small job's own ops, applied to a keyword index that is behind with older
@@ -796,6 +845,7 @@ class Indexer:
         self._ahead = after
 
     def _apply_ids(self, store: IndexStore, ids: Sequence[int], mark: int) -> None:
+        start = time.monotonic()
         rows = self.catalog.chunks_by_id(ids)
         present = [rows[i] for i in ids if i in rows]
         absent = [i for i in ids if i not in rows]
@@ -804,15 +854,21 @@ class Indexer:
             vectors = self.catalog.vectors_for(self.embedder.fingerprint, present)
             absent += [r.id for r in present if r.id not in vectors]
             present = [r for r in present if r.id in vectors]
+        applying = time.monotonic()
+        self.spans.add("ops_read", start, applying)
         store.apply(present, absent, mark, vectors)
+        if not hasattr(store, "on_span"):  # a store that does not time its own steps
+            self.spans.add(f"{store.name}_apply", applying)
 
     def save(self) -> None:
         """Persist every index, then forget the ops all of them have on disk."""
         with self.lock:
             for store in self.stores:
-                store.save()
+                with self.spans.span(f"{store.name}_save"):
+                    store.save()
             if self.stores:
-                self.catalog.prune_ops(min(s.persisted_mark for s in self.stores))
+                with self.spans.span("prune_ops"):
+                    self.catalog.prune_ops(min(s.persisted_mark for s in self.stores))
 
     def rebuild(self, names: Sequence[str]) -> dict[str, int]:
         """Rebuild the named indexes from the catalog alone: nothing is embedded again."""

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 
 from ragd.daemon.indexer.pipeline import Indexer
+from ragd.daemon.indexer.timings import EMBEDDING_TAG
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class EmbeddingThread:
             self._thread.join(timeout)
 
     def _run(self) -> None:
+        self.indexer.spans.tag_thread(EMBEDDING_TAG)
         while not self._stop.is_set():
             if self.hold():
                 # Not _wake.wait: every commit sets it, and a set event made this loop spin

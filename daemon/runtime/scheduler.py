@@ -39,6 +39,7 @@ class Job:
     result: Any = None
     error: BaseException | None = None
     alias: Job | None = None  # the queued job this one was merged into when requeued
+    queued_at: float = field(default_factory=time.monotonic)  # a small job's timing starts here
 
     @property
     def size(self) -> int:

@@ -15,12 +15,14 @@ import os
 import signal
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ragd.daemon import __version__
 from ragd.daemon.errors import Interrupted, RagdError
 from ragd.daemon.indexer.pipeline import IndexReport, Progress
+from ragd.daemon.indexer.timings import SMALL_JOBS_KEPT, job_timing, summary
 from ragd.daemon.ipc import discovery
 from ragd.daemon.ipc.protocol import PROTOCOL_VERSION
 from ragd.daemon.ipc.server import Connection, IpcServer
@@ -91,6 +93,8 @@ class Daemon:
         self.progress: Progress | None = None
         self.recent_errors: list[dict[str, Any]] = []
         self.last_reports: dict[str, dict[str, Any]] = {}
+        # The last small jobs (saved notes, a few files), each split into phases (issue 21).
+        self.small_jobs: deque[dict[str, Any]] = deque(maxlen=SMALL_JOBS_KEPT)
         self.retrying: dict[str, dict[str, Any]] = {}  # busy sources synced again later
         self._stop = threading.Event()
         self._deadline = StopDeadline(lambda: discovery.remove_status(paths, pid=os.getpid()))
@@ -197,8 +201,9 @@ class Daemon:
                 job = self.queue.get(timeout=1.0)
                 if job is not None:
                     self._run_job(job)
-                if time.monotonic() - last_save > SAVE_INTERVAL_S or (
-                        job is not None and self.queue.idle()):
+                if (time.monotonic() - last_save > SAVE_INTERVAL_S or (
+                        job is not None and self.queue.idle())) \
+                        and not self.queue.small_queued():  # a saved note first
                     self.app.indexer.save()
                     last_save = time.monotonic()
         finally:
@@ -313,6 +318,7 @@ class Daemon:
         # What the user edits or asks for is embedded before bulk work, and bulk work of
         # every collection takes turns, explicit or not (decision 0022).
         app.indexer.urgency = backlog.BULK if job.bulk else backlog.URGENT
+        started = time.monotonic()
         try:
             if job.kind == "rebuild":
                 job.finish(app.rebuild(index_names(job.collection or "all")))
@@ -343,10 +349,22 @@ class Daemon:
             self.recent_errors.append({"time": time.time(), "error": repr(exc)})
             job.finish(error=exc)
         finally:
+            if not job.bulk and job.kind == "sync":
+                self._time_small(job, started)
             self.queue.task_done(job)
             self.progress = None
             del self.recent_errors[:-20]
             self._emit(self.indexing_event("idle" if self.queue.idle() else "indexing"))
+
+    def _time_small(self, job: Job, started: float) -> None:
+        """Record a small job's phases: what it waited for in the queue, and its run."""
+        indexer = self.app.indexer
+        self.small_jobs.append(job_timing(
+            collection=job.collection, paths=sorted(job.paths or ()), queued=job.queued_at,
+            started=started, visible=indexer.visible_at, ended=time.monotonic(),
+            spans=indexer.spans, finished=job.done.is_set() and job.alias is None))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("small job: %s", summary(list(self.small_jobs)[-1:]))
 
     def _retry_later(self, job: Job, delay: float, why: str) -> None:
         """Sync again after ``delay`` (a Calibre library being saved is locked for a moment);
@@ -525,6 +543,7 @@ class Daemon:
             "fatal": self.fatal, "collections": [], "retrying": dict(self.retrying),
             "reembedding": bool(self.app is not None and self.app.reembed_needed),
             "embedding": self.backlog_status(),
+            "small_jobs": list(self.small_jobs),
             **self.startup(),
         }
         p = self.progress

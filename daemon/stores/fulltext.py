@@ -10,8 +10,10 @@ Whoosh 2.7.4 (ARCHITECTURE.md). One writer per batch: deletes and adds in the sa
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -189,19 +191,32 @@ def filter_mask(searcher: Any, postings: Postings, f: Filters) -> np.ndarray:
 # Whoosh merges inside the commit, and MERGE_SMALL alone merged 21 segments of ~1,000 chunks
 # (a long book's projection) in one 15 s commit, which a saved note waited for.
 MERGE_CAP_DOCS = 2048
+# While someone saves notes, a commit (its documents, and what it merges) aims at this many
+# seconds: a saved note waits for at most the commit under way. Slices of 512 chunks and
+# merges of 2,048 took 1-7 s a commit on a loaded machine (issue 21, decision 0022).
+BUSY_COMMIT_S = 0.25
+BUSY_DOCS_MIN = 16
+BUSY_DOCS_DEFAULT = 128  # before a commit's cost per document is known
+YIELD_CHECK_DOCS = 16  # documents added between two looks at ``interrupt``
 
 
-def _merge_bounded(writer: Any, segments: list[Any]) -> list[Any]:
-    """Whoosh's MERGE_SMALL over the smallest segments only, at most ``MERGE_CAP_DOCS``
-    documents in all; bigger merges wait for a quiet commit."""
+class CommitYielded(Exception):
+    """An apply given up before its commit, for small work that waits: nothing was written
+    and the mark did not move; the same ops are applied again later."""
+
+
+def _merge_bounded(writer: Any, segments: list[Any], cap: int | None = None) -> list[Any]:
+    """Whoosh's MERGE_SMALL over the smallest segments only, at most ``cap`` documents in all
+    (``MERGE_CAP_DOCS`` at most); bigger merges wait for a quiet commit."""
     from whoosh.writing import MERGE_SMALL
 
+    cap = MERGE_CAP_DOCS if cap is None else min(cap, MERGE_CAP_DOCS)
     ordered = sorted(segments, key=lambda seg: seg.doc_count_all())
     small: list[Any] = []
     total = 0
     for seg in ordered:
         total += seg.doc_count_all()
-        if total > MERGE_CAP_DOCS:
+        if total > cap:
             break
         small.append(seg)
     return list(MERGE_SMALL(writer, small)) + ordered[len(small):]
@@ -245,6 +260,12 @@ class WhooshStore:
         # Whether nobody has saved a note lately (the indexer sets it): only then may a
         # commit make a big merge (_merge_bounded).
         self.quiet: Callable[[], bool] = lambda: True
+        # Where an apply's time goes (documents, commit, reopen): the indexer's spans.
+        self.on_span: Callable[[str, float, float], None] = lambda phase, start, end: None
+        # Whether to give an apply up before its commit (small work waits: CommitYielded).
+        self.interrupt: Callable[[], bool] = lambda: False
+        # Seconds a busy (not quiet) commit took per document, smoothed: busy_docs().
+        self._per_doc: float | None = None
         state = read_json(self._state_file)
         self.stale = False
         if index.exists_in(str(self.dir)) and state.get("schema") == SCHEMA_VERSION:
@@ -272,6 +293,7 @@ class WhooshStore:
     def apply(self, rows: Sequence[ChunkRow], deletes: Sequence[int], mark: int,
               vectors: Mapping[int, np.ndarray]) -> None:
         with self._lock:
+            t0 = time.monotonic()
             # Not compound: Whoosh copies each sub-file of a compound segment into memory
             # when it opens it (a BytesIO over the mmap), 1 GB of postings at 1M chunks.
             # Separate files are read through the OS cache instead (decision 0019).
@@ -279,18 +301,41 @@ class WhooshStore:
             try:
                 for cid in [r.id for r in rows] + list(deletes):
                     writer.delete_by_term("chunk_id", str(cid))
-                for row in rows:
+                for n, row in enumerate(rows):
+                    if n % YIELD_CHECK_DOCS == 0 and n and self.interrupt():
+                        raise CommitYielded
                     writer.add_document(**self._document(row))
+                if self.interrupt():  # the commit is the longer part: not now
+                    raise CommitYielded
             except BaseException:
                 writer.cancel()
+                self.on_span("keyword_cancelled", t0, time.monotonic())
                 raise
-            if self.quiet():
+            t1 = time.monotonic()
+            quiet = self.quiet()
+            if quiet:
                 writer.commit()
             else:
-                writer.commit(mergetype=_merge_bounded)
+                writer.commit(mergetype=functools.partial(_merge_bounded,
+                                                          cap=self.busy_docs()))
             self._mark = max(self._mark, mark)
             write_json_atomic(self._state_file, {"mark": self._mark, "schema": SCHEMA_VERSION})
+            t2 = time.monotonic()
+            if not quiet and len(rows) + len(deletes) >= BUSY_DOCS_MIN:
+                cost = (t2 - t0) / (len(rows) + len(deletes))
+                self._per_doc = cost if self._per_doc is None else (
+                    0.7 * self._per_doc + 0.3 * cost)
             self._reopen()
+            self.on_span("keyword_docs", t0, t1)
+            self.on_span("keyword_commit", t1, t2)
+            self.on_span("keyword_reopen", t2, time.monotonic())
+
+    def busy_docs(self) -> int:
+        """Documents a commit may write (or merge) while notes are saved: what its measured
+        cost per document allows in BUSY_COMMIT_S."""
+        if self._per_doc is None:
+            return BUSY_DOCS_DEFAULT
+        return max(BUSY_DOCS_MIN, int(BUSY_COMMIT_S / self._per_doc))
 
     def _document(self, row: ChunkRow) -> dict[str, Any]:
         """The chunk's fields, its text analysed once for both ``text`` and ``phrase``:

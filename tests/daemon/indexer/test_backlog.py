@@ -230,3 +230,81 @@ def test_a_small_jobs_own_chunks_reach_the_keyword_index_before_older_ones(
     assert first_ids == own and first_mark == mark_before  # ahead, its mark unmoved
     assert len(applied) > 1 and keyword.mark > mark_before
     assert keyword.ids() == cat.all_chunk_ids()  # and the older ones followed
+
+
+def test_a_keyword_replay_gives_way_within_a_slice_and_resumes(
+        indexer: tuple[Indexer, FakeEmbedder, Catalog], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Whoosh commit of a bulk slice cost 1-7 s on a loaded machine, and a saved note
+    waited for it (issue 21). Small work that arrives while a slice's documents are added
+    cancels it before the commit: nothing is written, the mark stays, and the next catch-up
+    applies the same ops."""
+    ix, _, cat = indexer
+    ix.background = True
+    keyword = ix.stores[1]
+    waiting = [False]
+    added = [0]
+    real_document = keyword._document  # type: ignore[attr-defined]
+
+    def document(row: Any) -> dict[str, Any]:
+        added[0] += 1
+        if added[0] == 20:  # a note is saved while the slice is being written
+            waiting[0] = True
+        return real_document(row)
+
+    monkeypatch.setattr(keyword, "_document", document)
+    ix.give_way = lambda: waiting[0]
+    root = tmp_path / "bulk"
+    _folder(root, 30)
+    coll = cat.ensure_collection("bulk", type="project", kind="folder", root=str(root))
+    ix.sync(coll, kind_for("folder", []))
+    assert added[0] >= 20 and keyword.ids() == set() and keyword.mark == 0
+    assert any(name == "keyword_cancelled" for name in ix.spans.between(0, float("inf")))
+    ix.catch_up()  # waits while the note is handled
+    assert keyword.ids() == set()
+    waiting[0] = False
+    ix.catch_up()
+    assert keyword.ids() == cat.all_chunk_ids() and keyword.mark == cat.last_op()
+
+
+def test_while_notes_are_saved_a_keyword_slice_is_what_its_time_budget_allows(
+        indexer: tuple[Indexer, FakeEmbedder, Catalog], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """While notes are saved, a bulk replay commits as many chunks as the keyword store's
+    measured cost per chunk fits in BUSY_COMMIT_S; otherwise REPLAY_SLICE (ingest as before)."""
+    import time
+
+    from ragd.daemon.indexer import pipeline
+    from ragd.daemon.stores import fulltext
+
+    ix, _, cat = indexer
+    ix.background = True
+    keyword = ix.stores[1]
+    sizes: list[int] = []
+    budgets: list[int] = []  # busy_docs() before each apply: it follows the measured cost
+    real_apply = keyword.apply
+
+    def apply(rows: Any, deletes: Any, mark: int, vectors: Any) -> None:
+        sizes.append(len(rows) + len(deletes))
+        budgets.append(keyword.busy_docs())  # type: ignore[attr-defined]
+        real_apply(rows, deletes, mark, vectors)
+
+    monkeypatch.setattr(keyword, "apply", apply)
+    keyword._per_doc = fulltext.BUSY_COMMIT_S / 20  # type: ignore[attr-defined]
+    assert keyword.busy_docs() == 20  # type: ignore[attr-defined]
+    ix._small_at = time.monotonic()  # a note was just saved
+    root = tmp_path / "bulk"
+    _folder(root, 30)
+    coll = cat.ensure_collection("bulk", type="project", kind="folder", root=str(root))
+    ix.sync(coll, kind_for("folder", []))
+    assert len(sizes) >= 2 and sizes[0] == 20, sizes
+    assert all(n <= b for n, b in zip(sizes, budgets, strict=True)), (sizes, budgets)
+    assert keyword.ids() == cat.all_chunk_ids()
+    # Quiet again: one slice of up to REPLAY_SLICE.
+    ix._small_at = -pipeline.SMALL_WINDOW_S
+    sizes.clear()
+    for path in sorted(root.glob("*.md"))[:12]:
+        path.write_text(path.read_text(encoding="utf-8") + "\nmore words\n", encoding="utf-8")
+    ix.sync(coll, kind_for("folder", []))
+    assert len(sizes) == 1 and 12 <= sizes[0] <= pipeline.REPLAY_SLICE, sizes
+    assert keyword.ids() == cat.all_chunk_ids()

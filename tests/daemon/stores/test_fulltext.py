@@ -394,12 +394,13 @@ def test_while_notes_are_saved_a_commit_merges_a_bounded_number_of_documents(
     15 s commit that a saved note waited for. While notes are saved a merge takes at most
     MERGE_CAP_DOCS documents; once it is quiet, Whoosh's own policy goes on."""
     monkeypatch.setattr(fulltext, "MERGE_CAP_DOCS", 1500)
+    monkeypatch.setattr(fulltext, "BUSY_COMMIT_S", 1e6)  # the time budget never binds here
     store = WhooshStore(tmp_path / "w")
     merged: list[int] = []
     real = fulltext._merge_bounded
 
-    def spy(writer: Any, segments: list[Any]) -> list[Any]:
-        kept = real(writer, segments)
+    def spy(writer: Any, segments: list[Any], cap: int | None = None) -> list[Any]:
+        kept = real(writer, segments, cap)
         gone = [s for s in segments if s not in kept]
         merged.append(sum(s.doc_count_all() for s in gone))
         return kept

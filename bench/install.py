@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,8 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from bench.common import table, write_json  # noqa: E402
 from install_env import BIN, clean_env, run  # noqa: E402
+
+from bench.common import table, write_json  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "transformers", "sentence-transformers", "triton", "scipy")
@@ -42,7 +42,7 @@ def du(path: Path) -> int:
 
 def build_wheel(out: Path) -> Path:
     run([sys.executable, "-m", "ragd.daemon.embed.model_pack", "build", "--if-stale"])
-    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
          "--wheel-dir", out, REPO], cwd=REPO)
     return next(out.glob("ragd-*.whl"))
 

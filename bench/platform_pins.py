@@ -43,16 +43,24 @@ PLATFORMS = {
 }
 
 
-def pins() -> list[Requirement]:
-    data = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    return [Requirement(r) for r in data["project"]["dependencies"]]
+# What each install brings: the lean runtime (the wheel, decision 0034), and with the
+# reference embedder (`ragd[reference]`, which `make setup` installs).
+SETS = {"lean": (), "reference": ("reference",)}
 
 
-def check(platform: str, python: str, out: Path) -> dict[str, object]:
+def pins(extras: tuple[str, ...] = ()) -> list[Requirement]:
+    data = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return [Requirement(r) for r in data["dependencies"]
+            + [r for e in extras for r in data["optional-dependencies"][e]]]
+
+
+def check(platform: str, python: str, out: Path, extras: tuple[str, ...] = ()
+          ) -> dict[str, object]:
     tags, env = PLATFORMS[platform]
     full = {**env, "python_version": python, "python_full_version": python + ".0",
-            "implementation_name": "cpython", "platform_python_implementation": "CPython"}
-    wanted = [r for r in pins() if r.marker is None or r.marker.evaluate(full)]
+            "implementation_name": "cpython", "platform_python_implementation": "CPython",
+            "extra": ""}
+    wanted = [r for r in pins(extras) if r.marker is None or r.marker.evaluate(full)]
     specs = [f"{r.name}{r.specifier}" for r in wanted]
     args = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
             "--no-deps", "--only-binary=:all:", "--python-version", python,
@@ -76,12 +84,15 @@ def main() -> None:
     ap.add_argument("--python", nargs="+", default=["3.11", "3.12", "3.13"])
     args = ap.parse_args()
     out = Path("/tmp/ragd-platform-pins")
-    rows = [check(p, v, out) for p in PLATFORMS for v in args.python]
-    print(f"{'platform':<15} {'python':<7} {'resolves':<9} torch / faiss-cpu / onnxruntime")
+    rows = [{**check(p, v, out, extras), "set": name}
+            for p in PLATFORMS for v in args.python for name, extras in SETS.items()]
+    print(f"{'platform':<15} {'python':<7} {'set':<10} {'resolves':<9} "
+          "torch / faiss-cpu / onnxruntime")
     for r in rows:
         detail = (f"{r['torch']} / {r['faiss-cpu']} / {r['onnxruntime']}" if r["ok"]
                   else "; ".join(r["why"]))  # type: ignore[arg-type]
-        print(f"{r['platform']:<15} {r['python']:<7} {'yes' if r['ok'] else 'NO':<9} {detail}")
+        print(f"{r['platform']:<15} {r['python']:<7} {r['set']:<10} "
+              f"{'yes' if r['ok'] else 'NO':<9} {detail}")
     results = REPO / "bench" / "results"
     results.mkdir(parents=True, exist_ok=True)
     (results / "platform_pins.json").write_text(json.dumps(rows, indent=2), encoding="utf-8")

@@ -53,6 +53,29 @@ def run(cmd: list[str | Path], env: dict[str, str] | None = None, timeout: float
     return done
 
 
+def other_python() -> tuple[str, str] | None:
+    """A Python other than this one that ragd supports (3.13, else 3.12), and its version:
+    the classifiers claim 3.11 to 3.13, and CI tests one more than the venv's own."""
+    import glob
+    import shutil
+
+    mine = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for version in ("3.13", "3.12"):
+        if version == mine:
+            continue
+        found = [shutil.which(f"python{version}"),
+                 *sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}*/bin/"
+                                                      f"python{version}")))]
+        for exe in filter(None, found):
+            # A pyenv shim exists whether or not that version is selected: ask it.
+            done = subprocess.run([exe, "-c", "import sys; print(sys.version_info[:2])"],
+                                  capture_output=True, text=True, check=False)
+            if done.returncode == 0 and done.stdout.strip() == str(tuple(map(int,
+                                                                             version.split(".")))):
+                return exe, version
+    return None
+
+
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from ragd.daemon.embed.model_pack import DEFAULT_MODEL, packaged
@@ -60,7 +83,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if packaged(DEFAULT_MODEL) is None:
         run([sys.executable, "-m", "ragd.daemon.embed.model_pack", "build"])
     out = tmp_path_factory.mktemp("dist")
-    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
          "--wheel-dir", out, REPO], cwd=REPO)
     (built,) = out.glob("ragd-*.whl")
     return built

@@ -46,10 +46,11 @@ import numpy as np
 
 from bench.calibre import calibredb
 from ragd.daemon.concepts import categories as cats
-from ragd.daemon.concepts import extract
+from ragd.daemon.concepts import extract, languages
 from ragd.daemon.concepts.analysis import (
     candidate_counts,
     clean_texts,
+    document_stopwords,
     drop_common,
     shared_sentences,
 )
@@ -94,7 +95,10 @@ def judgment(path: Path) -> str:
 
 
 def hits(concepts: list[str], judged: str) -> int:
-    words = {extract.normalise(w) for w in re.findall(r"[^\W\d_]+", judged.lower())}
+    """How many concepts have all their words in the judgment (read as the concepts are: an
+    Arabic word with its shadda is one word, optional marks folded)."""
+    words = {extract.normalise(w) for w in re.findall(rf"[^\W\d_](?:[^\W\d_]|[{extract._M}])*",
+                                                       languages.fold(judged))}
     return sum(1 for c in concepts if c and all(extract.normalise(w) in words
                                                 for w in c.lower().split()))
 
@@ -266,18 +270,23 @@ def measure(client: Client, paths: Any, originals: dict[str, Path]) -> dict[str,
         texts = [r[0] for r in cat.execute(
             "SELECT text FROM chunks WHERE source_id=? AND ordinal >= 0 ORDER BY ordinal",
             (sid,))]
-        counts = Counter(candidate_counts(clean_texts(texts, shared)))
+        cleaned = clean_texts(texts, shared)
+        row_meta = cat.execute("SELECT metadata FROM sources WHERE id=?", (sid,)).fetchone()
+        langs, stops = document_stopwords(json.loads(row_meta[0] or "{}") if row_meta else {},
+                                          cleaned)
+        counts = Counter(candidate_counts(cleaned, stops))
         terms = [r[0] for r in store.execute("SELECT key FROM doc_terms WHERE source_id=?",
                                              (sid,))]
         df = {t: store.execute("SELECT COUNT(*) FROM doc_terms WHERE key=?",
                                (t,)).fetchone()[0] for t in terms}
-        # the baseline's candidates are cleaned as the analysis cleans them
+        # the baseline's candidates are cleaned as the analysis cleans them (boilerplate, the
+        # document's function words of other languages, the library's common phrases)
         counts = Counter(drop_common(dict(counts), lambda k, df=df: df.get(k, 1), n_docs))
         counts_of[sid] = counts
         base = [p[1] for p in extract.tfidf_rank(counts, lambda k, df=df: df.get(k, 1),
                                                  n_docs, limit=20)]
         judged = judgment(original) + " " + " ".join(tags)
-        rows.append({"book": original.name, "title": title, "tags": tags,
+        rows.append({"book": original.name, "title": title, "tags": tags, "languages": langs,
                      "judged_words": len(judged.split()), "ours": hits(ours[:20], judged),
                      "tfidf": hits(base, judged), "seconds": seconds, "top10": ours[:10],
                      "tfidf_top10": base[:10]})

@@ -26,7 +26,7 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 
 from ragd.daemon.concepts import categories as cats
-from ragd.daemon.concepts import extract
+from ragd.daemon.concepts import extract, languages
 from ragd.daemon.embed.embedding import Embedder
 from ragd.daemon.stores.concepts import ConceptStore, DocRecord
 
@@ -146,15 +146,26 @@ def shared_sentences(db: sqlite3.Connection | Any) -> set[int]:
                                      " HAVING COUNT(*) >= ?", (SHARED_DOCS,))}
 
 
-def candidate_counts(texts: Sequence[str]) -> dict[str, int]:
-    """Candidate phrase -> occurrences over the (cleaned) chunks, up to MAX_TEXT_CHARS."""
+def document_stopwords(metadata: dict[str, Any], texts: Sequence[str]
+                       ) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The document's languages (its metadata's, checked against its text, or detected) and
+    the function words of other languages its candidates leave out (decision 0036)."""
+    langs = languages.document_languages(languages.metadata_languages(metadata),
+                                         languages.word_counts(texts))
+    return langs, languages.stopwords_for(langs)
+
+
+def candidate_counts(texts: Sequence[str], stops: frozenset[str] = frozenset()
+                     ) -> dict[str, int]:
+    """Candidate phrase -> occurrences over the (cleaned) chunks, up to MAX_TEXT_CHARS;
+    ``stops``: the document's function words of other languages."""
     counts: dict[str, int] = {}
     used = 0
     for text in texts:
         if used > MAX_TEXT_CHARS:
             break
         used += len(text)
-        for k, n in extract.candidates(text).items():
+        for k, n in extract.candidates(text, stops).items():
             counts[k] = counts.get(k, 0) + n
     return counts
 
@@ -254,7 +265,8 @@ class Analyser:
             return
         doc_vec = _norm(vecs.mean(axis=0))
         texts = clean_texts(texts, shared)
-        counts = candidate_counts(texts)
+        langs, stops = document_stopwords(doc.metadata, texts)
+        counts = candidate_counts(texts, stops)
         surface = extract._surface(counts)
         frequent = sorted(surface, key=lambda k: -surface[k][1])[:TERMS_PER_DOC]
         df = self.store.document_frequency(frequent)
@@ -269,7 +281,7 @@ class Analyser:
         phrase_vecs = (np.vstack([known[p[0]] for p in pool]) if pool
                        else np.zeros((0, len(doc_vec)), np.float32))
         ranked = extract.rank(pool, doc_vec, phrase_vecs, limit=self.settings.concepts_per_doc)
-        lowered = [t.lower() for t in texts]
+        lowered = [languages.fold(t) for t in texts]
         concepts = []
         for c in ranked:
             pattern = re.compile(r"\b" + re.escape(c.key.rstrip("y")) if c.key.endswith("y")
@@ -284,8 +296,8 @@ class Analyser:
                            round(time.monotonic() - t0, 3))
         self.store.put(record, concepts, frequent)
         self.analysed_total += 1
-        log.info("concepts: %s analysed in %.2f s (%d chunks, %d concepts)", doc.title,
-                 record.seconds, len(ids), len(concepts))
+        log.info("concepts: %s analysed in %.2f s (%d chunks, %d concepts, languages %s)",
+                 doc.title, record.seconds, len(ids), len(concepts), ",".join(langs) or "?")
 
     def recluster(self) -> None:
         ids, vectors = self.store.doc_vectors()

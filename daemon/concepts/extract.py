@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from ragd.daemon.concepts import languages
 
 # English function words and words that never name a topic on their own.
 STOPWORDS = frozenset("""
@@ -44,7 +47,24 @@ continued heard hear saw making using use uses means mean meant help helps let l
 remarked replied cried answered observed exclaimed whispered muttered shouted added returned
 murmured repeated inquired responded declared sat stood smiled laughed nodded
 """.split())  # noqa: SIM905
-_WORD = re.compile(r"[^\W\d_][\w'’-]*[^\W_]|[^\W\d_]", re.UNICODE)
+
+
+def _marks() -> str:
+    """The combining marks of the Basic Multilingual Plane as a character class body: \\w
+    leaves them out, and they are inside words (Arabic shadda, Hindi vowel signs)."""
+    out, start = [], None
+    for cp in range(0x300, 0x10001):
+        mark = cp < 0x10000 and unicodedata.category(chr(cp)).startswith("M")
+        if mark and start is None:
+            start = cp
+        elif not mark and start is not None:
+            out.append(f"\\u{start:04x}-\\u{cp - 1:04x}")
+            start = None
+    return "".join(out)
+
+
+_M = _marks()
+_WORD = re.compile(rf"[^\W\d_](?:[\w'’-]|[{_M}])*(?:[^\W_]|[{_M}])|[^\W\d_]", re.UNICODE)
 _BREAK = re.compile(r"[.,;:!?()\[\]{}\"“”«»|/\\<>=*#_~`\n\t—–]+")
 _SENT = re.compile(r"(?<=[.!?])[\"”’)]?\s+(?=[\"“‘(]?[A-Z0-9])")
 MAX_WORDS = 3
@@ -70,22 +90,25 @@ def _base(word: str) -> str:
     return word[:-2] if word.endswith(("'s", "’s")) else word
 
 
-def _content(word: str) -> bool:
-    """Whether a lower-case word may be part of a concept."""
-    return (2 < len(word) <= MAX_WORD_CHARS and _base(word) not in STOPWORDS
-            and not word.startswith("'"))
+def _content(word: str, stops: frozenset[str] = frozenset()) -> bool:
+    """Whether a folded word may be part of a concept; ``stops``: the document's function
+    words of other languages (``languages.stopwords_for``)."""
+    base = _base(word)
+    return (2 < len(word) <= MAX_WORD_CHARS and base not in STOPWORDS
+            and not word.startswith("'")
+            and not (stops and languages.is_function_word(base, stops)))
 
 
-def candidates(text: str) -> Counter[str]:
-    """Phrase key -> occurrences: word runs of 1..3 words between breaks and stopwords."""
+def candidates(text: str, stops: frozenset[str] = frozenset()) -> Counter[str]:
+    """Phrase key -> occurrences: word runs of 1..3 words between breaks and stopwords (the
+    English ones and ``stops``), folded (lower case, no optional Hebrew or Arabic marks)."""
     counts: Counter[str] = Counter()
-    for piece in _BREAK.split(text):
+    for piece in _BREAK.split(languages.fold(text)):
         words = _WORD.findall(piece)
         run: list[str] = []
         for w in [*words, ""]:
-            lw = w.lower()
-            if w and _content(lw):
-                run.append(lw)
+            if w and _content(w, stops):
+                run.append(w)
                 continue
             for n in range(1, MAX_WORDS + 1):
                 for i in range(len(run) - n + 1):
@@ -194,7 +217,7 @@ def summary(chunks: Sequence[str], chunk_vecs: np.ndarray, doc_vec: np.ndarray,
     picked: list[tuple[float, int, int, str]] = []
     for ci in central:
         for si, sent in enumerate(sentences(chunks[int(ci)])):
-            low = sent.lower()
+            low = languages.fold(sent)
             hits = sum(1 for k in keys if k in low)
             if hits:
                 picked.append((hits / (1 + len(sent) / 200), int(ci), si, sent))

@@ -88,3 +88,40 @@ def test_a_large_category_that_falls_apart_gets_children() -> None:
     assert len({c.name for c in cats}) == len(cats)
     again = categories.hierarchy(ids, vectors, concepts, cats, {})  # ids stay
     assert {c.id for c in again} == {c.id for c in cats}
+
+
+ARABIC = ("تنقسم الخليّة إلى خليتين في هذه المرحلة. الخليّة هي وحدة الحياة، وهذه الخلايا تحمل "
+          "الجينات إلى الخلايا الجديدة. يمكن أن تتحول الخليّة إلى هذه الحالة السرطانية.")
+HEBREW = ("אבישי אמר שהוא יוצא להפליג עם הסירה. אלכס אמרה שהיא רוצה לבוא, והוא הסכים. "
+          "הסירה יצאה מהמרינה והוא בדק את המנוע שוב.")
+ENGLISH = ("Die casting forces molten metal into a steel mould under high pressure. "
+           "The die casting plant made gearbox housings; each die casting cell held one "
+           "mould, and the die was cooled between shots. ") * 8
+GERMAN = ("Die Stadt liegt am Ufer des Flusses, und im Sommer kommen viele Besucher, um die "
+          "alten Häuser zu sehen. Man sagt, dass die Brücke sehr alt ist, aber niemand weiß es "
+          "genau. Also gingen wir am Abend über die Brücke und sahen die Lichter der Stadt. ") * 6
+
+
+def test_function_words_of_other_languages_are_dropped_where_they_are_ones() -> None:
+    """Decision 0036: Arabic and Hebrew function words leave the candidates, by the script
+    (language unknown) or the declared language; a German function word does not remove
+    English "die casting", even when the metadata says German."""
+    for meta in ({}, {"languages": ["ara"]}):
+        langs, stops = analysis.document_stopwords(meta, [ARABIC])
+        counts = analysis.candidate_counts([ARABIC], stops)
+        assert "إلى هذه" not in counts and "إلى" not in counts and "هذه" not in counts
+        assert counts["الخلية"] == 3  # one word with or without its shadda
+        assert "وهذه" not in counts  # "and this": a prefix before a function word
+    assert "إلى هذه" in analysis.candidate_counts([ARABIC])  # what the lists remove
+    langs, stops = analysis.document_stopwords({"languages": ["heb"]}, [HEBREW])
+    counts = analysis.candidate_counts([HEBREW], stops)
+    assert langs == ("he",) and "הסירה" in counts and "אבישי" in counts
+    assert not {"אמר", "שהוא", "והוא", "אמרה", "שהיא", "שוב"} & set(counts)
+    for meta in ({}, {"languages": ["eng"]}, {"languages": ["deu"]}):  # a wrong label too
+        langs, stops = analysis.document_stopwords(meta, [ENGLISH])
+        assert langs == ("en",) and "die" not in stops
+        assert analysis.candidate_counts([ENGLISH], stops)["die casting"] == 24
+    langs, stops = analysis.document_stopwords({}, [GERMAN])
+    counts = analysis.candidate_counts([GERMAN], stops)
+    assert langs == ("de",) and "stadt" in counts and "die" not in counts
+    assert "die stadt" not in counts and not {"aber", "dass", "sehr"} & set(counts)

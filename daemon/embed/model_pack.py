@@ -25,7 +25,6 @@ import importlib.metadata
 import logging
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -94,28 +93,29 @@ def derive(pack: Path, models_dir: Path, *, threads: int = 2, in_subprocess: boo
     Raises :class:`Unsupported` when the quantised graph does not reproduce the reference
     vectors (remembered in its manifest, so it is not redone at every start).
     """
+    from ragd.daemon.embed.onnx_export import (
+        _now,
+        _publish,
+        _quantise,
+        _write_manifest,
+        done_before,
+        run_in_child,
+        verify,
+    )
+
     directory = derived_dir(pack, models_dir)
-    manifest = read_manifest(directory)
-    if manifest is not None:
-        if manifest.error:
-            raise Unsupported(f"deriving the int8 graph failed before: {manifest.error} "
-                              f"(delete {directory} to try again)")
+    if done_before(directory, "deriving the int8 graph"):
         return directory
     started = time.monotonic()
     if in_subprocess:
         # Quantising parses the whole graph with onnx: a few hundred MB that the daemon
         # would keep. A child process returns them.
         log.info("deriving the int8 graph of %s once, in a child process", pack.name)
-        cmd = [sys.executable, "-m", "ragd.daemon.embed.model_pack", "derive", "--pack", str(pack),
-               "--models-dir", str(models_dir), "--threads", str(threads)]
-        done = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8",
-                              errors="replace", check=False)
-        if read_manifest(directory) is None:
-            tail = " | ".join(done.stderr.strip().splitlines()[-3:]) or f"exit {done.returncode}"
-            raise Unsupported(f"deriving the int8 graph failed: {tail}")
+        run_in_child(["ragd.daemon.embed.model_pack", "derive", "--pack", str(pack),
+                      "--models-dir", str(models_dir), "--threads", str(threads)],
+                     directory, "deriving the int8 graph")
         log.info("int8 graph ready in %.1f s", time.monotonic() - started)
         return derive(pack, models_dir)
-    from ragd.daemon.embed.onnx_export import _now, _publish, _quantise, _write_manifest, verify
 
     models_dir.mkdir(parents=True, exist_ok=True)
     tmp = models_dir / f".tmp-{directory.name}-{os.getpid()}"

@@ -100,11 +100,7 @@ def ensure_graph(model: str, model_path: str, models_dir: Path, *, threads: int 
     """
     layout = read_model_layout(model_path)
     directory = graph_dir(models_dir, model, model_path)
-    manifest = read_manifest(directory)
-    if manifest is not None:
-        if manifest.error:
-            raise Unsupported(f"the ONNX export failed before: {manifest.error} "
-                              f"(delete {directory} to try again)")
+    if done_before(directory, "the ONNX export"):
         return directory
     if missing := exporter_missing():
         raise Unsupported(f"there is no exported graph for {model} in {models_dir}, and "
@@ -135,18 +131,34 @@ def ensure_graph(model: str, model_path: str, models_dir: Path, *, threads: int 
     return ensure_graph(model, model_path, models_dir)
 
 
+def done_before(directory: Path, what: str) -> bool:
+    """Whether ``directory`` holds a finished ``what`` (export, derivation); one that failed
+    before raises :class:`Unsupported` (remembered, so it is not retried at every start)."""
+    manifest = read_manifest(directory)
+    if manifest is not None and manifest.error:
+        raise Unsupported(f"{what} failed before: {manifest.error} "
+                          f"(delete {directory} to try again)")
+    return manifest is not None
+
+
+def run_in_child(args: list[str], directory: Path, what: str) -> None:
+    """Run ``python -m ARGS``, which must leave a manifest in ``directory``; the child's last
+    lines of stderr are the error when it does not."""
+    env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
+    done = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
+                          encoding="utf-8", errors="replace", env=env, check=False)
+    if read_manifest(directory) is None:
+        tail = " | ".join(done.stderr.strip().splitlines()[-3:]) or f"exit {done.returncode}"
+        raise Unsupported(f"{what} failed: {tail}")
+
+
 def _export_in_child(model: str, model_path: str, models_dir: Path, threads: int) -> Path:
     started = time.monotonic()
     log.info("exporting %s to ONNX once, in a child process (about half a minute): %s",
              model, models_dir)
-    cmd = [sys.executable, "-m", "ragd.daemon.embed.onnx_export", "--model", model, "--model-path",
-           str(model_path), "--models-dir", str(models_dir), "--threads", str(threads)]
-    env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
-    done = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8",
-                          errors="replace", env=env, check=False)
-    if read_manifest(graph_dir(models_dir, model, model_path)) is None:
-        tail = " | ".join(done.stderr.strip().splitlines()[-3:]) or f"exit {done.returncode}"
-        raise Unsupported(f"the ONNX export process failed: {tail}")
+    run_in_child(["ragd.daemon.embed.onnx_export", "--model", model, "--model-path",
+                  str(model_path), "--models-dir", str(models_dir), "--threads", str(threads)],
+                 graph_dir(models_dir, model, model_path), "the ONNX export process")
     log.info("ONNX export of %s finished in %.1f s", model, time.monotonic() - started)
     return ensure_graph(model, model_path, models_dir)
 

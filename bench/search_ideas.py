@@ -14,6 +14,13 @@ The protocol of bench/tune_fusion.py: SciFact **train** and the obsidian-help-en
 choose; SciFact **test** and the kepano-obsidian known items only check. A variant is worth
 building when it lowers no set and lifts the held-out ones; the "verdict" column says which do.
 
+Decision 0037's ideas (a keyword note leg, a note-vector leg, BM25F title and heading fields,
+a proximity bonus, leg weights from the leg's confidence, every candidate scored in every leg)
+are built on the hybrid of before it, and a second table compares each with that hybrid query
+by query: the mean difference, its standard error and how many queries went up and down. On a
+35-question set one rank change moves MRR@10 by up to 0.014; a difference within one standard
+error is noise.
+
 It also prints, per set, the share of queries on which today's hybrid scores at least as well
 as each leg, and below the better of the two on that query; and per known-item set the best
 MRR@10 any fusion monotone in each leg's note score could reach, with its weights chosen per
@@ -86,6 +93,7 @@ class Set:
     lengths: np.ndarray  # keyword field length per document number
     avg_length: float
     postings: Any  # ragd.daemon.stores.whoosh_postings.Postings (for terms a variant adds)
+    headings: dict[int, list[str]] = field(default_factory=dict)  # chunk id -> heading path
     note_titles: list[str] = field(default_factory=list)
     title_vectors: np.ndarray | None = None
     boilerplate: set[int] = field(default_factory=set)  # decision 0026: dropped from legs
@@ -155,6 +163,7 @@ def collect(app: Any, name: str, texts: Sequence[str], judge: Callable[[int, lis
             np.stack([vectors[int(i)] for i in ids]).astype(np.float32), docnum_chunk,
             lengths, float(searcher.avg_field_length("text") or 1), postings)
     s.boilerplate = cat.boilerplate(all_ids)
+    s.headings = {i: list(r.heading_path) for i, r in rows.items()}
     titles: dict[str, str] = {}
     for i, r in rows.items():
         titles.setdefault(s.note[i], r.title or Path(r.path).stem)
@@ -287,10 +296,37 @@ def notes_of(s: Set, hits: Sequence[tuple[int, float]]) -> list[str]:
 
 # -- the ideas ----------------------------------------------------------------------------------
 def engine(s: Set, q: Query) -> list[str]:
-    """Today's hybrid: a note leg of fewer than NOTE_LEG_MIN notes read deeper."""
+    """Today's hybrid: a note leg of fewer than NOTE_LEG_MIN notes read deeper (decision 0031),
+    and a keyword note leg (decision 0037)."""
+    from ragd.daemon.search.engine import SearchSettings
+
+    return fuse(today(s, q), extra={
+        "keyword_note": (keyword_note_leg(s, q), SearchSettings().z_keyword_note_weight)})
+
+
+def today(s: Set, q: Query) -> Legs:
+    """The legs of the hybrid of before decision 0037 (the note leg read deeper when starved)."""
     from ragd.daemon.search.engine import NOTE_LEG_GROWTH, NOTE_LEG_MIN
 
-    return deeper_note_leg(NOTE_LEG_MIN, DEPTH * NOTE_LEG_GROWTH)(s, q)
+    lg = legs(s, q)
+    if len(lg.per_note["note"]) < NOTE_LEG_MIN:
+        deep = without_boilerplate(s.boilerplate.intersection,
+                                   dense(s, q.vec, DEPTH * NOTE_LEG_GROWTH))[0]
+        lg.per_note["note"] = F.best_per_note([(c, x) for c, x in deep if s.ordinal[c] <= 0],
+                                              s.note.__getitem__)
+    return lg
+
+
+def before_0037(s: Set, q: Query) -> list[str]:
+    """The hybrid of before decision 0037: no keyword note leg."""
+    return fuse(today(s, q))
+
+
+def keyword_note_leg(s: Set, q: Query, depth: int = DEPTH) -> list[tuple[Hashable, float]]:
+    """The keyword note leg: the openings and properties chunks among the keyword leg's
+    ``depth`` best, per note (the engine's, decision 0037)."""
+    kw = without_boilerplate(s.boilerplate.intersection, q.keyword[:depth])[0]
+    return F.best_per_note([(c, x) for c, x in kw if s.ordinal[c] <= 0], s.note.__getitem__)
 
 
 def before_0031(s: Set, q: Query) -> list[str]:
@@ -437,6 +473,7 @@ def variants() -> list[tuple[str, str, Variant]]:
     """(group, label, ranking function)."""
     out: list[tuple[str, str, Variant]] = [
         ("reference", "engine (today's hybrid)", engine),
+        ("reference", "before decision 0037 (no keyword note leg)", before_0037),
         ("reference", "before decision 0031 (note leg never read deeper)", before_0031),
         ("reference", "semantic leg alone", lambda s, q: notes_of(s, q.semantic)),
         ("reference", "keyword leg alone", lambda s, q: notes_of(s, q.keyword)),
@@ -504,7 +541,7 @@ def variants() -> list[tuple[str, str, Variant]]:
         ("fusion", "z + 4.0 x weighted RRF (k=1)",
          lambda s, q: fuse(legs(s, q), bonus=rrf_bonus(legs(s, q), 4.0, 1))),
     ]
-    return out
+    return out + variants_0037()
 
 
 def bm25_variant(k1: float, b: float) -> Variant:
@@ -587,6 +624,208 @@ def fuse_note_deep(s: Set, q: Query) -> list[str]:
     return fuse(lg)
 
 
+# -- decision 0037: built on the hybrid of before it (``today``) ---------------------------------
+def with_keyword_notes(weight: float, depth: int = DEPTH) -> Variant:
+    def run(s: Set, q: Query) -> list[str]:
+        return fuse(today(s, q), extra={"keyword_note": (keyword_note_leg(s, q, depth), weight)})
+    return run
+
+
+def note_vectors(s: Set) -> tuple[list[str], np.ndarray]:
+    """One vector per note: the mean of its chunks' vectors, normalised."""
+    if "note_vectors" not in s.cache:
+        rows: dict[str, list[int]] = {}
+        row = s.row()
+        for c, n in s.note.items():
+            if c in row:
+                rows.setdefault(n, []).append(row[c])
+        names = sorted(rows)
+        M = np.stack([s.V[rows[n]].mean(0) for n in names])
+        M /= np.linalg.norm(M, axis=1, keepdims=True)
+        s.cache["note_vectors"] = (names, M.astype(np.float32))
+    return s.cache["note_vectors"]  # type: ignore[no-any-return]
+
+
+def note_vector_leg(s: Set, q: Query, lg: Legs | None = None) -> list[tuple[Hashable, float]]:
+    """The notes nearest the query by their mean vector: the best DEPTH of all notes, or,
+    given ``lg``, every candidate note of its legs (no search of its own)."""
+    names, M = note_vectors(s)
+    if lg is not None:
+        index = s.cache.setdefault("note_vector_row", {n: j for j, n in enumerate(names)})
+        found = {n for hits in lg.per_note.values() for n, _ in hits} | set(lg.exact)
+        out = [(n, float(M[index[n]] @ q.vec)) for n in found if n in index]
+        return sorted(out, key=lambda t: -t[1])
+    scores = M @ q.vec
+    top = np.argpartition(-scores, DEPTH)[:DEPTH] if len(scores) > DEPTH else np.arange(len(scores))
+    return [(names[j], float(scores[j])) for j in top[np.argsort(-scores[top], kind="stable")]]
+
+
+def with_note_vectors(weight: float, candidates: bool = False) -> Variant:
+    def run(s: Set, q: Query) -> list[str]:
+        lg = today(s, q)
+        return fuse(lg, extra={"note_vector": (note_vector_leg(s, q, lg if candidates else None),
+                                               weight)})
+    return run
+
+
+def field_bm25(s: Set, field_name: str, key: Hashable, terms: Sequence[str]) -> float:
+    """BM25 of one note's title (``field_name`` "title", ``key`` a note) or one chunk's
+    headings ("headings", a chunk id) as a field of its own (BM25F's extra fields)."""
+    from ragd.daemon.stores.fulltext import _analyzer
+
+    cache_key = ("field", field_name)
+    if cache_key not in s.cache:
+        analyse = s.cache.setdefault("analyser", _analyzer())
+        docs: dict[Hashable, Counter[str]] = {}
+        for c, n in s.note.items():
+            if field_name == "title":
+                if n not in docs:
+                    docs[n] = Counter(t.text for t in analyse(s.title[c] or ""))
+            else:
+                docs[c] = Counter(t.text for t in analyse(" ".join(s.headings.get(c, []))))
+        df: Counter[str] = Counter()
+        for d in docs.values():
+            df.update(d.keys())
+        avg = sum(sum(d.values()) for d in docs.values()) / max(1, len(docs)) or 1.0
+        s.cache[cache_key] = (docs, df, avg)
+    docs, df, avg = s.cache[cache_key]
+    d = docs.get(key)
+    if not d:
+        return 0.0
+    norm = 1.2 * (0.25 + 0.75 * sum(d.values()) / avg)
+    return sum((math.log(len(docs) / (df[t] + 1)) + 1) * d[t] * 2.2 / (d[t] + norm)
+               for t in terms if d.get(t))
+
+
+def field_boost(title: float, headings: float) -> Variant:
+    """BM25F: each keyword hit plus ``title`` x its note's title BM25 and ``headings`` x its
+    headings' BM25 (the combined field already holds both once)."""
+    def run(s: Set, q: Query) -> list[str]:
+        kw = sorted(((c, x + title * field_bm25(s, "title", s.note[c], q.terms)
+                      + headings * field_bm25(s, "headings", c, q.terms)) for c, x in q.keyword),
+                    key=lambda h: -h[1])
+        lg = today(s, q)
+        lg.per_note["keyword"] = legs(s, q, keyword=kw).per_note["keyword"]
+        return fuse(lg)
+    return run
+
+
+def proximity(beta: float, window: int) -> Variant:
+    """Each keyword hit plus ``beta`` x the smaller idf of every pair of consecutive query
+    terms that occur within ``window`` words of each other in the chunk."""
+    from ragd.daemon.stores.fulltext import _analyzer
+
+    def run(s: Set, q: Query) -> list[str]:
+        analyse = s.cache.setdefault("analyser", _analyzer())
+        words = s.cache.setdefault("chunk_words", {})
+        n_docs = len(s.docnum_chunk)
+        pairs = list(zip(q.terms, q.terms[1:], strict=False))
+        kw = []
+        for c, x in q.keyword:
+            if c not in words:
+                text = "\n".join(p for p in (s.title[c], " ".join(s.headings.get(c, [])),
+                                             s.text[c]) if p)
+                at: dict[str, list[int]] = {}
+                for i, t in enumerate(t.text for t in analyse(text)):
+                    at.setdefault(t, []).append(i)
+                words[c] = at
+            at = words[c]
+            bonus = sum(min(math.log(n_docs / (len(s.docs(a)[0]) + 1)),
+                            math.log(n_docs / (len(s.docs(b)[0]) + 1))) + 1
+                        for a, b in pairs if a in at and b in at
+                        and any(abs(i - j) <= window for i in at[a] for j in at[b]))
+            kw.append((c, x + beta * bonus))
+        kw.sort(key=lambda h: -h[1])
+        lg = today(s, q)
+        lg.per_note["keyword"] = legs(s, q, keyword=kw).per_note["keyword"]
+        return fuse(lg)
+    return run
+
+
+def confidence_weights(how: str, a: float) -> Variant:
+    """Each leg's weight x (1 + a x its confidence): the z-score of its best note ("top") or
+    that note's lead over the second in z ("gap")."""
+    def run(s: Set, q: Query) -> list[str]:
+        lg = today(s, q)
+        w = dict(zip(("semantic", "note", "keyword"), WEIGHTS, strict=True))
+        for leg in w:
+            hits = lg.per_note[leg]
+            if len(hits) >= 3:
+                z = F._standardise([x for _, x in hits])
+                w[leg] *= 1 + a * (z[0] if how == "top" else z[0] - z[1])
+        return fuse(lg, (w["semantic"], w["note"], w["keyword"]))
+    return run
+
+
+def every_candidate(found_bonus: float, which: Sequence[str]) -> Variant:
+    """The legs in ``which`` score every candidate note of every leg with its real score (best
+    chunk cosine, best opening cosine, best chunk BM25), standardised over the candidates,
+    plus ``found_bonus`` for the notes the leg itself returned."""
+    def run(s: Set, q: Query) -> list[str]:
+        lg = today(s, q)
+        found = {n for hits in lg.per_note.values() for n, _ in hits} | set(lg.exact)
+        row = s.row()
+        chunks, heads = s.chunks_of(heads=False), s.chunks_of(heads=True)
+        bm = {}
+        if "keyword" in which:
+            for c, x in bm25(s, dict.fromkeys(q.terms, 1.0), k=len(s.docnum_chunk)):
+                if c not in s.boilerplate:
+                    bm.setdefault(s.note[c], x)
+        for leg in which:
+            own = {n for n, _ in lg.per_note[leg]}
+            scores: dict[Hashable, float] = {}
+            for n in found:
+                if leg == "keyword":
+                    scores[n] = bm.get(str(n), 0.0)
+                    continue
+                cs = (chunks if leg == "semantic" else heads).get(str(n))
+                if cs:
+                    scores[n] = max(float(s.V[row[c]] @ q.vec) for c in cs)
+            if scores:
+                z = dict(zip(scores, F._standardise(list(scores.values())), strict=True))
+                lg.per_note[leg] = sorted(((n, z[n] + (found_bonus if n in own else 0.0))
+                                           for n in scores), key=lambda t: -t[1])
+        return fuse(lg)
+    return run
+
+
+def variants_0037() -> list[tuple[str, str, Variant]]:
+    """The ideas of decision 0037, each on the hybrid of before it."""
+    return [
+        *[("0037 keyword note leg", f"keyword note leg, weight {w}", with_keyword_notes(w))
+          for w in (0.05, 0.1, 0.15, 0.2, 0.25, 0.3)],
+        ("0037 keyword note leg", "keyword note leg 0.15, from the top 100 chunks",
+         with_keyword_notes(0.15, DEEP)),
+        *[("0037 note vector", f"note vector (mean of its chunks) leg, weight {w}",
+           with_note_vectors(w)) for w in (0.05, 0.1, 0.2)],
+        *[("0037 note vector", f"note vector leg over the candidates only, weight {w}",
+           with_note_vectors(w, candidates=True)) for w in (0.1, 0.2)],
+        *[("0037 BM25F", f"title field x{t}, headings field x{h}", field_boost(t, h))
+          for t, h in ((0.5, 0), (1, 0), (0, 0.5), (0, 1))],
+        *[("0037 proximity", f"pair within {w} words, x{b}", proximity(b, w))
+          for b, w in ((0.5, 1), (1, 1), (1, 3))],
+        *[("0037 confidence", f"leg weight x (1 + {a} x {how})", confidence_weights(how, a))
+          for how, a in (("top", 0.1), ("top", 0.25), ("top", 1.0), ("gap", 0.25))],
+        ("0037 every candidate", "note leg on every candidate", every_candidate(0, ["note"])),
+        ("0037 every candidate", "note leg on every candidate, found +1",
+         every_candidate(1, ["note"])),
+        ("0037 every candidate", "semantic and note legs on every candidate",
+         every_candidate(0, ["semantic", "note"])),
+        ("0037 every candidate", "all three legs on every candidate",
+         every_candidate(0, ["semantic", "note", "keyword"])),
+    ]
+
+
+def difference(variant: np.ndarray, engine: np.ndarray) -> dict[str, float | int]:
+    """A variant's per-query scores against the engine's: the mean difference, its standard
+    error, and how many queries went up and down. On a 35-question set one rank change moves
+    MRR@10 by up to 0.014: a difference within one standard error is noise."""
+    d = variant - engine
+    se = float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0.0
+    return {"mean": float(d.mean()), "se": se, "up": int((d > 1e-9).sum()),
+            "down": int((d < -1e-9).sum())}
+
+
 # -- the bound and the per-query comparison -------------------------------------------------------
 def monotone_bound(s: Set) -> float | None:
     """Known items: the MRR@10 of the best fusion monotone in each leg's note score, chosen
@@ -630,9 +869,12 @@ def main() -> None:
     names = [s.name for s in sets]
     results: list[dict[str, Any]] = []
     base: dict[str, float] = {}
+    each_of: dict[str, dict[str, np.ndarray]] = {}
     for group, label, fn in variants():
-        scores = {s.name: sum(s.judge(i, fn(s, q)) for i, q in enumerate(s.queries))
-                  / len(s.queries) for s in sets}
+        each = {s.name: np.array([s.judge(i, fn(s, q)) for i, q in enumerate(s.queries)])
+                for s in sets}
+        each_of[label] = each
+        scores = {n: float(v.mean()) for n, v in each.items()}
         if label.startswith("engine"):
             base = scores
         lowers = [n for n in names if scores[n] < base[n] - 1e-9]
@@ -647,6 +889,18 @@ def main() -> None:
                 "tuning sets first, then held-out",
                 [[r["group"], r["variant"], *[r[n] for n in names], r["verdict"]]
                  for r in results], ["group", "variant", *names, "verdict"]))
+    # Decision 0037's ideas are built on the hybrid of before it, and judged per query there.
+    before = next(e for label, e in each_of.items() if label.startswith("before decision 0037"))
+    paired_rows = []
+    for r in results:
+        if r["group"].startswith("0037") or r["variant"].startswith("engine"):
+            r["paired_vs_before_0037"] = paired = {
+                n: difference(each_of[r["variant"]][n], before[n]) for n in names}
+            paired_rows.append([r["variant"], *[f"{p['mean']:+.4f} ±{p['se']:.4f} "
+                                                f"({p['up']}/{p['down']})"
+                                                for p in paired.values()]])
+    print(table("against the hybrid of before decision 0037, per query: mean difference ± its "
+                "standard error (queries up/down)", paired_rows, ["variant", *names]))
     bound_rows = []
     for s in sets:
         per_query = [(s.judge(i, engine(s, q)), s.judge(i, notes_of(s, q.semantic)),

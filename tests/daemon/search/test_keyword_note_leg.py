@@ -14,8 +14,7 @@ from ragd.daemon.runtime.app import App
 from ragd.daemon.search import engine as engine_module
 from ragd.daemon.search.engine import SearchRequest
 from ragd.daemon.search.filters import Filters
-from ragd.daemon.settings.config import load_config
-from ragd.daemon.settings.paths import resolve_paths
+from tests.daemon.search.synced_app import synced_app
 
 pytestmark = pytest.mark.slow
 
@@ -42,11 +41,8 @@ def write_vault(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory, real_embedder: Any) -> Iterator[App]:
-    vault = write_vault(tmp_path_factory.mktemp("kwnote") / "Vault")
-    paths = resolve_paths()
-    config = load_config(paths, {"obsidian.vaults": [str(vault)]})
-    with App(paths, config, embedder=real_embedder) as a:
-        a.sync_all()
+    with synced_app(write_vault(tmp_path_factory.mktemp("kwnote") / "Vault"),
+                    real_embedder) as a:
         yield a
 
 

@@ -14,8 +14,7 @@ from ragd.daemon.runtime.app import App
 from ragd.daemon.search import engine as engine_module
 from ragd.daemon.search.engine import SearchEngine, SearchRequest
 from ragd.daemon.search.filters import Filters
-from ragd.daemon.settings.config import load_config
-from ragd.daemon.settings.paths import resolve_paths
+from tests.daemon.search.synced_app import synced_app
 
 pytestmark = pytest.mark.slow
 
@@ -41,12 +40,9 @@ def write_vault(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory, real_embedder: Any) -> Iterator[App]:
-    vault = write_vault(tmp_path_factory.mktemp("noteleg") / "Vault")
-    paths = resolve_paths()
     # A shallow leg (10 chunks) makes the small vault behave like a big one.
-    config = load_config(paths, {"obsidian.vaults": [str(vault)], "search.overfetch": 10})
-    with App(paths, config, embedder=real_embedder) as a:
-        a.sync_all()
+    with synced_app(write_vault(tmp_path_factory.mktemp("noteleg") / "Vault"), real_embedder,
+                    **{"search.overfetch": 10}) as a:
         yield a
 
 

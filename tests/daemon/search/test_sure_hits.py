@@ -13,8 +13,7 @@ from ragd.daemon.runtime.app import App
 from ragd.daemon.search import fusion
 from ragd.daemon.search.engine import SearchRequest
 from ragd.daemon.search.filters import Filters
-from ragd.daemon.settings.config import load_config
-from ragd.daemon.settings.paths import resolve_paths
+from tests.daemon.search.synced_app import synced_app
 
 pytestmark = pytest.mark.slow
 
@@ -46,11 +45,8 @@ def write_lookalike_vault(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory, real_embedder: Any) -> Iterator[App]:
-    vault = write_lookalike_vault(tmp_path_factory.mktemp("sure") / "Vault")
-    paths = resolve_paths()
-    config = load_config(paths, {"obsidian.vaults": [str(vault)]})
-    with App(paths, config, embedder=real_embedder) as a:
-        a.sync_all()
+    with synced_app(write_lookalike_vault(tmp_path_factory.mktemp("sure") / "Vault"),
+                    real_embedder) as a:
         yield a
 
 

@@ -17,6 +17,10 @@ hit came, when all of it was keyword-searchable and when all of it was embedded,
 daemon's peak memory. Writes bench/results/freshness-under-load.json. --bulk mail (or books)
 makes the load one of them alone (freshness-under-load-mail.json): the mail corpus's "keyword
 searchable N times sooner than embedded" without the books competing for the cores.
+Each save under load is also split by phase, from the daemon's timing of the small job that
+indexed it (`status` small_jobs): watch, queue wait (by what the writer did meanwhile), run,
+found. --saves-only stops once the saves are timed (A/B rounds of the save figures);
+--spacing spreads the saves over more of the load.
 
 With --home, the daemon runs on an existing RAGD_HOME instead (a size home of
 bench/query_latency.py: 100k or 1M chunks), watching a copy of the vault kept in
@@ -254,10 +258,12 @@ class Load:
         return set(self.embedded) >= set(self.probes)
 
 
-def under_load(source: Path, n: int, bulk: str = "all", saves_only: bool = False) -> None:
+def under_load(source: Path, n: int, bulk: str = "all", saves_only: bool = False,
+               spacing: float = 0.2) -> None:
     """Save-to-searchable idle and under bulk load, in one run (issue 21). ``bulk`` is the
     load: the mail corpus and the books ("all"), or one of them ("mail", "books").
-    ``saves_only``: stop once the saves are timed, not when the load is all embedded."""
+    ``saves_only``: stop once the saves are timed, not when the load is all embedded.
+    ``spacing``: seconds between a save found and the next (spread over more of the load)."""
     mail, books = corpus("mail"), corpus("books")
     rng = random.Random(21)
     with tempfile.TemporaryDirectory(prefix="ragd-load-") as tmp:
@@ -287,6 +293,7 @@ def under_load(source: Path, n: int, bulk: str = "all", saves_only: bool = False
                     busy.append(edits(d, vault, 1, rng, saves)[0])
                     if len(busy) == n:  # before the daemon's ring of small jobs turns
                         split = phases(saves, d.client.call("status").get("small_jobs", []))
+                    time.sleep(max(0.0, spacing - 0.2))
                 time.sleep(0.2)
             if not split:
                 split = phases(saves, d.client.call("status").get("small_jobs", []))
@@ -336,13 +343,15 @@ def main() -> None:
                     help="time the edits idle, then while mail and books are indexed")
     ap.add_argument("--bulk", choices=("all", "mail", "books"), default="all",
                     help="with --under-load: the bulk work (default: mail and books)")
+    ap.add_argument("--spacing", type=float, default=0.2,
+                    help="with --under-load: seconds between a save found and the next")
     ap.add_argument("--saves-only", action="store_true",
                     help="with --under-load: stop once the saves are timed (no embedding "
                          "times; for A/B rounds of the save figures)")
     args = ap.parse_args()
     source = args.vault or corpus("vault", "kepano-obsidian")
     if args.under_load:
-        under_load(source, args.edits, args.bulk, args.saves_only)
+        under_load(source, args.edits, args.bulk, args.saves_only, args.spacing)
         return
     if args.home:
         at_scale(args.home.expanduser().resolve(), source, args.edits)

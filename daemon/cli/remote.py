@@ -147,6 +147,12 @@ def format_status(st: dict[str, Any]) -> str:
                      f"{q['size']:,})")
     for e in st.get("errors", []):
         lines.append(f"  error: {e.get('path', '')} {e['error']}")
+    saves = [j for j in st.get("small_jobs", []) if j.get("visible_s") is not None]
+    if saves:  # issue 21: how soon the last saves were searchable, and the slowest's wait
+        slow = max(saves, key=lambda j: j["visible_s"])
+        why = max(slow["wait"].items(), key=lambda kv: kv[1], default=("", 0.0))
+        lines.append(f"  last {len(saves)} saves searchable in at most {slow['visible_s']:.2f} s"
+                     + (f" (waited {why[1]:.2f} s for {why[0]})" if why[1] >= 0.05 else ""))
     lines.append(f"  log: {st.get('paths', {}).get('log')}")
     return "\n".join(lines)
 

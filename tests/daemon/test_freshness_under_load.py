@@ -82,6 +82,13 @@ def test_ten_saves_are_searchable_while_a_big_project_indexes(ragd_home: Path,
                        for p in keyword_paths(d, word, "hybrid", top_k=20))
         still = busy(d)
         assert still, "the project finished before the saves: the test proved nothing"
+        # Each save's small job is timed by phase (issue 21): what it waited for, its run.
+        timed = {p: j for j in still["small_jobs"] for p in j["paths"]}
+        for n in range(10):
+            job = timed[f"Inbox/Idea {n}.md"]
+            assert job["collection"] == "obsidian" and job["finished"]
+            assert 0 <= job["wait_s"] <= job["visible_s"] <= job["total_s"] < 2.0, job
+            assert isinstance(job["wait"], dict) and job["run"], job
         assert still["indexing"]["remaining"] > 0
         d.wait_idle(timeout=900)
         status = d.call("status")

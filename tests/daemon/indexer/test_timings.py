@@ -36,3 +36,18 @@ def test_the_embedding_threads_phases_are_tagged_and_not_the_writers() -> None:
     line = summary([t])
     assert line.startswith("obsidian (1 paths): visible 2.5 s")
     assert "wait.embedding/lock_wait 2.000" in line and "wait.keyword_commit 1.000" in line
+
+
+def test_ragd_status_says_how_soon_the_last_saves_were_searchable() -> None:
+    from ragd.daemon.cli.remote import format_status
+
+    spans = Spans()
+    spans.add("keyword_commit", 0.0, 0.4)
+    jobs = [job_timing(collection="obsidian", paths=["a.md"], queued=0.0, started=0.5,
+                       visible=0.6, ended=0.7, spans=spans),
+            job_timing(collection="obsidian", paths=["b.md"], queued=5.0, started=5.01,
+                       visible=5.1, ended=5.2, spans=spans)]
+    text = format_status({"version": "0.1.0", "pid": 7, "state": "indexing",
+                          "paths": {"log": "/l"}, "small_jobs": jobs})
+    assert "  last 2 saves searchable in at most 0.60 s (waited 0.40 s for keyword_commit)" \
+        in text.splitlines()

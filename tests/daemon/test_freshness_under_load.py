@@ -82,14 +82,23 @@ def test_ten_saves_are_searchable_while_a_big_project_indexes(ragd_home: Path,
                        for p in keyword_paths(d, word, "hybrid", top_k=20))
         still = busy(d)
         assert still, "the project finished before the saves: the test proved nothing"
-        # Each save's small job is timed by phase (issue 21): what it waited for, its run.
-        timed = {p: j for j in still["small_jobs"] for p in j["paths"]}
-        for n in range(10):
-            job = timed[f"Inbox/Idea {n}.md"]
-            assert job["collection"] == "obsidian" and job["finished"]
-            assert 0 <= job["wait_s"] <= job["visible_s"] <= job["total_s"] < 2.0, job
-            assert isinstance(job["wait"], dict) and job["run"], job
         assert still["indexing"]["remaining"] > 0
+        # Each save's small job is timed by phase (issue 21): what it waited for, its run.
+        # Recorded when the job ends, a moment after its note is searchable.
+        saves = [f"Inbox/Idea {n}.md" for n in range(10)]
+
+        def timed() -> dict[str, Any]:
+            jobs = d.call("status")["small_jobs"]
+            found = {p: j for j in jobs if j["finished"] and j["visible_s"] is not None
+                     for p in j["paths"]}
+            return found if all(p in found for p in saves) else {}
+
+        jobs = wait_for(timed, 60, "the saves' timing records")
+        for path in saves:
+            job = jobs[path]
+            assert job["collection"] == "obsidian", job
+            assert 0 <= job["wait_s"] <= job["visible_s"] <= job["total_s"], job
+            assert job["visible_s"] < 2.0 and isinstance(job["wait"], dict) and job["run"], job
         d.wait_idle(timeout=900)
         status = d.call("status")
         project_coll = next(c for c in status["collections"] if c["name"] == "bulk")

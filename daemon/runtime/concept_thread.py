@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 from ragd.daemon.concepts.analysis import Analyser, Settings, open_catalog_readonly
+from ragd.daemon.runtime.background import BackgroundThread
 from ragd.daemon.stores.concepts import ConceptStore
 
 if TYPE_CHECKING:
@@ -32,10 +32,11 @@ class Stopping(Exception):
     """The daemon is stopping: the pass gives up (the next start picks the work up)."""
 
 
-class ConceptThread:
+class ConceptThread(BackgroundThread):
     """Runs :class:`Analyser` passes in the background; ``passes`` counts the finished ones."""
 
     def __init__(self, d: Daemon, store: ConceptStore, settings: Settings) -> None:
+        super().__init__("ragd-concepts")
         self.d = d
         self.store = store
         self.analyser = Analyser(d.paths.catalog_path, store, d.app.embedder, settings,
@@ -44,21 +45,6 @@ class ConceptThread:
         self.busy = False
         self.held_s = 0.0  # time spent giving way, for the bench
         self._seen: int | None = None
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ragd-concepts", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
 
     def hold(self) -> bool:
         """Give way to everything the user may be waiting for."""

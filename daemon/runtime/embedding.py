@@ -10,11 +10,11 @@ or while indexing is paused. Semantic search reaches a chunk as soon as its slic
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
 from ragd.daemon.indexer.pipeline import Indexer
 from ragd.daemon.indexer.timings import EMBEDDING_TAG
+from ragd.daemon.runtime.background import BackgroundThread
 
 log = logging.getLogger(__name__)
 
@@ -23,34 +23,23 @@ IDLE_WAIT_S = 5.0  # a wake-up is sent on every commit; this is only a safety ne
 ERROR_WAIT_S = 10.0
 
 
-class EmbeddingThread:
+class EmbeddingThread(BackgroundThread):
     """Drains the embedding backlog in the background; ``embedded`` counts its chunks."""
 
     def __init__(self, indexer: Indexer, *, hold: Callable[[], bool],
                  on_slice: Callable[[], None] = lambda: None) -> None:
         """``hold`` says when to wait between slices (paused, or small work running)."""
+        super().__init__("ragd-embed")
         self.indexer = indexer
         self.hold = hold
         self.on_slice = on_slice
         self.embedded = 0
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ragd-embed", daemon=True)
 
     def start(self) -> None:
         self.indexer.background = True
         self.indexer.on_backlog = self.wake
         self.indexer.refresh_backlog()
-        self._thread.start()
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+        super().start()
 
     def _run(self) -> None:
         self.indexer.spans.tag_thread(EMBEDDING_TAG)

@@ -309,8 +309,13 @@ def make_embedder(config: EmbeddingConfig, data_dir: Path) -> Embedder:
         return OnnxEmbedder(config.model, directory, config.backend, threads=threads)
     except Unsupported as exc:
         if importlib.util.find_spec("sentence_transformers") is None:
+            shipped = ("; this installation has no shipped model graph (a wheel built "
+                       "without `make model`?)" if config.model in (DEFAULT_MODEL,
+                       f"sentence-transformers/{DEFAULT_MODEL}") else "")
             raise ConfigError(f"embedding backend {config.backend} cannot run {config.model}: "
-                              f"{exc}", REFERENCE_HINT) from exc
+                              f"{exc}{shipped}",
+                              f"{REFERENCE_HINT}, or install a wheel built by `make wheel`"
+                              ) from exc
         log.warning("embedding backend %s is not available for %s, using sentence-transformers: "
                     "%s", config.backend, config.model, exc)
         return reference()

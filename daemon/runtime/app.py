@@ -115,7 +115,8 @@ class App:
                            semantic_weight=s.semantic_weight, exact_weight=s.exact_weight,
                            overfetch=s.overfetch, max_per_source=s.max_per_source,
                            fusion=s.fusion, z_semantic_weight=s.z_semantic_weight,
-                           z_note_weight=s.z_note_weight, z_keyword_weight=s.z_keyword_weight),
+                           z_note_weight=s.z_note_weight, z_keyword_weight=s.z_keyword_weight,
+                           z_keyword_note_weight=s.z_keyword_note_weight),
             indexing)
         self._reembedded: set[str] = set()
         self.reembed_needed = self._check_fingerprint()

@@ -97,7 +97,7 @@ class SearchSettings:
     z_note_weight: float = 0.4
     z_keyword_weight: float = 0.35
     # The keyword note leg: the openings and properties chunks among the keyword leg's hits
-    # (decision 0037). Not in the config file yet: 0 turns it off.
+    # (decision 0037; search.z_keyword_note_weight): 0 turns it off.
     z_keyword_note_weight: float = 0.15
 
 

@@ -167,6 +167,11 @@ class SearchConfig(_Section):
     z_keyword_weight: float = Field(
         default=0.35, ge=0, description="zscore fusion: weight of the keyword (BM25) leg"
     )
+    z_keyword_note_weight: float = Field(
+        default=0.15, ge=0,
+        description="zscore fusion: weight of the keyword note leg (the notes whose opening or "
+        "properties the keyword leg hits, decision 0037); 0 turns it off",
+    )
 
 
 class DocumentsConfig(_Section):

@@ -268,7 +268,7 @@ def test_reference_markdown_lists_every_key() -> None:
     rows = [line for line in markdown.splitlines() if line.startswith("| `")]
 
     keys = config_keys()
-    assert len(rows) == len(keys) == 46 + len(CodeConfig.model_fields) + len(
+    assert len(rows) == len(keys) == 47 + len(CodeConfig.model_fields) + len(
         ConceptsConfig.model_fields)
     for key, row in zip(keys, rows, strict=True):
         assert row.startswith(f"| `{key.dotted}` |")

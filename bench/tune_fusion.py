@@ -14,6 +14,11 @@ configured defaults and today's RRF ranking on data the choice never saw: the Sc
 **test** split (300 queries) and the known items over kepano-obsidian. The verdict says to
 change the defaults only when the best triple gains at least MIN_GAIN on that criterion.
 
+Not swept: the fourth leg, the keyword note leg of decision 0037
+(`search.z_keyword_note_weight`, 0.15). It is fused with weight 0 here, so the "configured"
+row is the engine without it, a little below bench/quality.py on SciFact and obsidian-hub;
+bench/search_ideas.py measures that leg against the hybrid of before.
+
 Each query's legs are run once, through the real `SearchEngine` leg methods, and every
 setting is then fused from them with the real `zscore_fusion` (the RRF reference with `rrf`
 and `collapse`), ranking documents as bench/quality.py scores them (one result per note).

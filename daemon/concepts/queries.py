@@ -26,6 +26,18 @@ from ragd.daemon.stores.concepts import ConceptStore, unblob
 
 CATALOG_LIMIT = 10
 CHUNK_LIMIT = 20
+# How each ranking weighs its scores (the totals, the debug breakdowns and `debug.weights`).
+CATALOG_WEIGHTS = {"vector": 0.25, "bm25": 0.25, "title": 0.2, "concept": 0.2, "wordnet": 0.1}
+CHUNK_WEIGHTS = {"vector": 0.4, "bm25": 0.4, "wordnet": 0.2}
+
+
+def weighted(raw: dict[str, float], weights: dict[str, float]) -> float:
+    return sum(w * raw[k] for k, w in weights.items())
+
+
+def breakdown(scores: dict[str, float], weights: dict[str, float]) -> dict[str, Any]:
+    """The debug score breakdown: each weighted score's value and weight."""
+    return {k: {"value": scores[k], "weight": w} for k, w in weights.items()}
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 NEIGHBOUR_COS = 0.6
 SYNONYM_COS = 0.8
@@ -192,28 +204,24 @@ class Library:
             matched = [n for n in d["concept_names"] if set(terms(n)) & set(q)][:10]
             concept = overlap(q, cwords)
             wordnet = overlap(exp_terms, cwords | set(bodies[i])) if exp_terms else 0.0
-            scores = {"vector": round(vector, 4), "bm25": round(float(kw[i]), 4),
-                      "title": round(title, 4), "concept": round(concept, 4),
-                      "wordnet": round(wordnet, 4)}
-            total = (0.25 * vector + 0.25 * float(kw[i]) + 0.20 * title + 0.20 * concept
-                     + 0.10 * wordnet)
+            raw = {"vector": vector, "bm25": float(kw[i]), "title": title, "concept": concept,
+                   "wordnet": wordnet}
+            scores = {k: round(v, 4) for k, v in raw.items()}
+            total = weighted(raw, CATALOG_WEIGHTS)
             item = {"source": d["source"], "title": d["title"],
                     "summary": d["summary"][:200], "score": round(total, 4),
                     "scores": scores, "matched_concepts": matched,
                     "expanded_terms": exp_terms, "categories": d["categories"],
                     "metadata": d["metadata"]}
             if debug:
-                item["score_breakdown"] = {k: {"value": v, "weight": w} for (k, v), w in
-                                           zip(scores.items(), (0.25, 0.25, 0.2, 0.2, 0.1),
-                                               strict=True)}
+                item["score_breakdown"] = breakdown(scores, CATALOG_WEIGHTS)
             out.append(item)
         out.sort(key=lambda r: -r["score"])
         answer: dict[str, Any] = {"results": out[:CATALOG_LIMIT]}
         if debug:
             answer["debug"] = {"query_terms": q, "expanded_terms": exp_terms,
                                "expanded_from_concepts": expanded,
-                               "weights": {"vector": 0.25, "bm25": 0.25, "title": 0.2,
-                                           "concept": 0.2, "wordnet": 0.1},
+                               "weights": dict(CATALOG_WEIGHTS),
                                "documents_scored": len(docs)}
         return answer
 
@@ -233,31 +241,27 @@ class Library:
             vector = max(0.0, float(vec @ qvec))
             words = set(toks[i])
             wordnet = overlap(exp_terms, words) if exp_terms else 0.0
-            total = 0.4 * vector + 0.4 * float(kw[i]) + 0.2 * wordnet
+            raw = {"vector": vector, "bm25": float(kw[i]), "wordnet": wordnet}
+            total = weighted(raw, CHUNK_WEIGHTS)
             low = body.lower()
             matched = [keyset[k] for k in (normalise(" ".join(q)), *q) if k in keyset
                        and k in low][:5] + [n for n in expanded if n.lower() in low][:5]
             item: dict[str, Any] = {
                 "text": body, "source": source, "catalog_title": title,
                 "chunk_id": cid, "score": round(total, 4),
-                "scores": {"vector": round(vector, 4), "bm25": round(float(kw[i]), 4),
+                "scores": {"vector": round(vector, 4), "bm25": round(raw["bm25"], 4),
                            "title": 0.0, "wordnet": round(wordnet, 4)},
                 "matched_concepts": list(dict.fromkeys(matched)),
                 "expanded_terms": exp_terms}
             if debug:
-                item["score_breakdown"] = {"vector": {"value": item["scores"]["vector"],
-                                                      "weight": 0.4},
-                                           "bm25": {"value": item["scores"]["bm25"],
-                                                    "weight": 0.4},
-                                           "wordnet": {"value": item["scores"]["wordnet"],
-                                                       "weight": 0.2}}
+                item["score_breakdown"] = breakdown(item["scores"], CHUNK_WEIGHTS)
             out.append(item)
         out.sort(key=lambda r: -r["score"])
         answer: dict[str, Any] = {"results": out[:limit]}
         if debug:
             answer["debug"] = {"query_terms": q, "expanded_terms": exp_terms,
                                "expanded_from_concepts": expanded,
-                               "weights": {"vector": 0.4, "bm25": 0.4, "wordnet": 0.2},
+                               "weights": dict(CHUNK_WEIGHTS),
                                "chunks_scored": len(rows)}
         return answer
 

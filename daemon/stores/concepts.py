@@ -152,31 +152,26 @@ class ConceptStore(LockedConnection):
             db.executemany("DELETE FROM doc_sentences WHERE source_id=?",
                            ((i,) for i in have - source_ids))
 
-    def document_frequency(self, keys: Sequence[str]) -> dict[str, int]:
-        out: dict[str, int] = {}
+    def _by_keys(self, sql: str, keys: Sequence[str]) -> list[Any]:
+        """Rows of ``sql`` (its ``{marks}`` an IN list) for ``keys``, 500 keys a query."""
+        rows: list[Any] = []
         with self.reading() as db:
             for start in range(0, len(keys), 500):
                 part = list(keys[start:start + 500])
-                marks = ",".join("?" * len(part))
-                for k, n in db.execute(f"SELECT key, COUNT(*) FROM doc_terms WHERE key IN"
-                                       f" ({marks}) GROUP BY key", part):
-                    out[k] = n
-        return out
+                rows += db.execute(sql.format(marks=",".join("?" * len(part))), part).fetchall()
+        return rows
+
+    def document_frequency(self, keys: Sequence[str]) -> dict[str, int]:
+        return {k: n for k, n in self._by_keys(
+            "SELECT key, COUNT(*) FROM doc_terms WHERE key IN ({marks}) GROUP BY key", keys)}
 
     def doc_count(self) -> int:
         with self.reading() as db:
             return int(db.execute("SELECT COUNT(*) FROM docs").fetchone()[0])
 
     def concept_vectors(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        with self.reading() as db:
-            for start in range(0, len(keys), 500):
-                part = list(keys[start:start + 500])
-                marks = ",".join("?" * len(part))
-                for k, v in db.execute(f"SELECT key, vector FROM concepts WHERE key IN"
-                                       f" ({marks})", part):
-                    out[k] = unblob(v)
-        return out
+        return {k: unblob(v) for k, v in self._by_keys(
+            "SELECT key, vector FROM concepts WHERE key IN ({marks})", keys)}
 
     def put(self, doc: DocRecord, concepts: Sequence[tuple[Any, np.ndarray, list[int]]],
             terms: Sequence[str]) -> None:

@@ -276,8 +276,11 @@ FIRST_USE = """
 import json, sys
 from pathlib import Path
 from ragd.daemon.settings.config import EmbeddingConfig
+from ragd.daemon.embed import model_pack
 from ragd.daemon.embed.embedding import make_embedder
 
+if sys.argv[2] != "installed":  # a tree without the shipped graph: the export path
+    model_pack.PACK_ROOT = Path(sys.argv[2])
 emb = make_embedder(EmbeddingConfig(backend="onnx-int8"), Path(sys.argv[1]))
 vec = emb.embed(["first use"])
 print(json.dumps({"embedder": type(emb).__name__, "norm": float((vec ** 2).sum()),
@@ -286,17 +289,27 @@ print(json.dumps({"embedder": type(emb).__name__, "norm": float((vec ** 2).sum()
 
 
 @pytest.mark.slow
-def test_first_use_exports_in_a_child_and_imports_no_torch(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-c", FIRST_USE, str(tmp_path)], capture_output=True,
-                         text=True, timeout=600, env={**os.environ, "PYTHONWARNINGS": ""},
+@pytest.mark.parametrize("pack", ["absent", "installed"])
+def test_first_use_builds_int8_in_a_child_and_imports_no_torch(tmp_path: Path, pack: str) -> None:
+    """Without the shipped graph the model is exported from sentence-transformers; with it
+    (``make setup`` builds it, as CI's checkout has) the int8 graph is derived from the pack.
+    Either way in a child process, and the parent never imports torch."""
+    shipped = model_pack.packaged(MODEL)
+    if pack == "installed" and shipped is None:
+        pytest.skip("this tree has no shipped graph: `make model` builds it")
+    root = "installed" if pack == "installed" else str(tmp_path / "no-pack")
+    out = subprocess.run([sys.executable, "-c", FIRST_USE, str(tmp_path), root],
+                         capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONWARNINGS": ""},
                          cwd=Path(__file__).resolve().parents[2])
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["embedder"] == "OnnxEmbedder" and abs(result["norm"] - 1) < 1e-4
     assert sorted(m for m in result["modules"] if m.split(".")[0] in HEAVY) == []
-    manifest = GraphManifest.model_validate_json(
-        (graph_dir(models_dir(tmp_path), MODEL, resolve_model_path(MODEL)) / "manifest.json")
-        .read_text(encoding="utf-8"))
+    built = (model_pack.derived_dir(shipped, models_dir(tmp_path)) if shipped and pack == "installed"
+             else graph_dir(models_dir(tmp_path), MODEL, resolve_model_path(MODEL)))
+    assert sorted(p.name for p in models_dir(tmp_path).iterdir()) == [built.name]
+    manifest = GraphManifest.model_validate_json((built / "manifest.json").read_text("utf-8"))
     assert manifest.error is None and manifest.variants[ONNX_INT8].ok
 
 

@@ -23,11 +23,13 @@ from typing import NamedTuple
 
 from ragd.daemon.models import ChunkDraft, Heading
 from ragd.daemon.text.headings import find_headings
+from ragd.daemon.text.reading import Ranges, hidden, reading
 
 # Part of the embedding fingerprint: bump whenever the chunks produced for a text change.
 # 2: every note also gets its properties chunks (ragd.daemon.text.properties), so notes indexed before
-# are read again.
-CHUNKER_VERSION = "2"
+# are read again. 3: what is embedded is what reading view shows (ragd.daemon.text.reading,
+# decision 0038): no comments, link destinations or HTML tags.
+CHUNKER_VERSION = "3"
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
 
@@ -470,6 +472,7 @@ class _Note:
     text: str
     sections: Sequence[_Section]
     prefixes: Sequence[str]  # embed prefix of each section
+    hidden: Ranges  # what reading view does not show: left out of what is embedded
     max_tokens: int
     overlap: int
     costs: _Costs
@@ -484,6 +487,11 @@ def chunk_markdown(
     overlap_tokens: int = 32,
 ) -> list[ChunkDraft]:
     """Split a markdown note body into chunks whose ``embed_text`` fits ``max_tokens``.
+
+    A chunk's ``text`` is its slice of ``text``; its ``embed_text`` is the title and heading
+    prefix and what reading view shows of that slice (``ragd.daemon.text.reading``). Packing
+    counts the slice with its markup, so the budget holds for what is embedded, which is
+    never longer.
 
     Each heading opens a section (heading-only sections are merged into the next); a section's
     paragraphs, lists, tables and code blocks are packed greedily, and a block too big for one
@@ -502,7 +510,8 @@ def chunk_markdown(
     sections = _sections(text, find_headings(text))
     wanted = [embed_prefix(title, s.path) for s in sections]
     fitted = _fit_prefixes(wanted, (max_tokens - costs.special) // 2, costs)
-    note = _Note(text, sections, [fitted[p][0] for p in wanted], max_tokens, overlap_tokens, costs)
+    note = _Note(text, sections, [fitted[p][0] for p in wanted], hidden(text), max_tokens,
+                 overlap_tokens, costs)
     # Token budget of each section's text, net of the special tokens and the prefix.
     bases = [max_tokens - costs.special - fitted[p][1] for p in wanted]
     done: dict[int, list[tuple[int, int, int, str, int]]] = {}
@@ -535,7 +544,8 @@ def _pack_and_verify(
     sections = [note.sections[i] for i in todo]
     spans = _section_spans(note.text, sections, [bases[i] for i in todo], note.overlap, note.costs)
     rows = [
-        [(i, s, e, _embed_text(note.prefixes[i], note.text[s:e])) for s, e in section_spans]
+        [(i, s, e, _embed_text(note.prefixes[i], reading(note.text, note.hidden, s, e)))
+         for s, e in section_spans]
         for i, section_spans in zip(todo, spans, strict=True)
     ]
     counts = iter(note.costs.count_tokens([row[3] for section in rows for row in section]))

@@ -23,6 +23,7 @@ from ragd.daemon.text.chunking import (
     tokenizer_counter,
 )
 from ragd.daemon.text.headings import find_headings
+from ragd.daemon.text.reading import hidden, reading
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "vault" / "obsidian-help-en"
 
@@ -59,15 +60,17 @@ def check_invariants(
     """What must hold for any input: exact slices, limits, order, nothing lost."""
     assert [c.ordinal for c in chunks] == list(range(len(chunks)))
     covered = bytearray(len(text))
+    hidden_ranges = hidden(text)
     for c in chunks:
+        seen = reading(text, hidden_ranges, c.start, c.end)  # what is embedded of the slice
         assert c.text == text[c.start : c.end]
         assert c.text == c.text.strip() and c.text
         prefix = embed_prefix(title, c.heading_path)
         if prefix:  # the prefix may be cut short when too long for the model
             head, sep, rest = c.embed_text.partition("\n\n")
-            assert sep and rest == c.text and head and prefix.startswith(head)
+            assert sep and rest == seen and head and prefix.startswith(head)
         else:
-            assert c.embed_text == c.text
+            assert c.embed_text == seen
         covered[c.start : c.end] = b"\x01" * (c.end - c.start)
     counts = counter([c.embed_text for c in chunks]) if chunks else []
     assert [c.token_count for c in chunks] == counts
@@ -193,6 +196,20 @@ def test_heading_only_section_is_merged_into_the_next():
     assert len(chunks) == 1
     assert chunks[0].text == "# Title\n\n## Part\n\nbody text"
     assert chunks[0].heading_path == ("Title", "Part")
+
+
+def test_what_is_embedded_is_what_reading_view_shows():
+    """Badges, comments and link destinations stay in the chunk (offsets slice back) but are
+    not embedded; chunk boundaries are those of the text with its markup (decision 0038)."""
+    text = ("![stars](https://img.shields.io/github/stars/a/b?style=for-the-badge)\n"
+            "%% ----- Badges ----- %%\n\n# Double row toolbar\n\n"
+            "Adds a second row to the [toolbar](https://example.org/toolbar) on mobile.\n")
+    chunks = chunk(text, max_tokens=200)
+    assert [c.heading_path for c in chunks] == [(), ("Double row toolbar",)]
+    assert chunks[0].text.startswith("![stars](https://img.shields.io/")
+    assert chunks[0].embed_text.split() == ["Note", "stars"]  # an image's alt text is kept
+    assert chunks[1].embed_text.endswith("Adds a second row to the toolbar on mobile.")
+    assert len(chunk(text.replace("%%", "xx"), max_tokens=200)) == len(chunks)
 
 
 def test_trailing_heading_only_section_is_kept():
@@ -334,6 +351,13 @@ markdown_pieces = st.one_of(
     ),
     st.just("| a | b |\n|---|---|\n| 1 | 2 |"),
     st.text("ab .\n#-=`", max_size=80),
+    # What is embedded leaves these out (ragd.daemon.text.reading): offsets still slice back.
+    st.builds(lambda t: "%%" + t + "%%", st.text("ab .\n#", max_size=120)),
+    st.builds(lambda t, u: f"[{t}](https://example.org/{u})", st.text("ab ", max_size=12),
+              st.text("abc/", max_size=40)),
+    st.just("![badge](https://img.shields.io/github/stars/a/b?style=for-the-badge)"),
+    st.builds(lambda t: f'<span class="x">{t}</span>', st.text("ab ", max_size=20)),
+    st.just("[[Some note|an alias]] and ![[picture.png]]"),
 )
 
 

@@ -33,7 +33,6 @@ _UNCLOSED_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[^\n]*(?:\n|\Z)", re.MULT
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
 
 _COMMENT = re.compile(r"(?<!\\)%%.*?(?<!\\)%%", re.DOTALL)
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 # Elements a note's HTML uses for layout and emphasis; a name outside the list (an address in
 # angle brackets, "<snip>") is text.
 _TAGS = ("a|abbr|audio|b|big|blockquote|br|button|center|cite|code|col|colgroup|dd|del|details|"
@@ -78,6 +77,20 @@ def _masked(text: str, code: Ranges) -> str:
     return "".join(parts)
 
 
+def _html_comments(text: str) -> list[tuple[int, int]]:
+    """``<!-- … -->`` spans, in one pass: a pattern would rescan the rest of the note from each
+    opener that has no closer (a note of 20,000 ``<!--`` took 9 s)."""
+    out: list[tuple[int, int]] = []
+    pos = 0
+    while (start := text.find("<!--", pos)) >= 0:
+        end = text.find("-->", start + 4)
+        if end < 0:
+            break  # no closer after this one: none after any later opener either
+        out.append((start, end + 3))
+        pos = end + 3
+    return out
+
+
 def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     for start, end in sorted(r for r in ranges if r[0] < r[1]):
@@ -102,7 +115,7 @@ def hidden(text: str) -> list[tuple[int, int]]:
     masked = _masked(text, _code(text))
     out: list[tuple[int, int]] = []
     out += (m.span() for m in _COMMENT.finditer(masked))
-    out += (m.span() for m in _HTML_COMMENT.finditer(masked))
+    out += _html_comments(masked)
     out += (m.span() for m in _TAG.finditer(masked))
     _links(masked, 0, len(masked), out)
     for m in _WIKILINK.finditer(masked):

@@ -32,6 +32,7 @@ from ragd.daemon.search.fusion import (
     sure_hits,
     zscore_fusion,
 )
+from ragd.daemon.stores.boilerplate import MAX_LEAD
 from ragd.daemon.stores.catalog import Catalog, ChunkRow
 from ragd.daemon.stores.fulltext import KeywordStore
 from ragd.daemon.stores.vectors import FaissStore
@@ -388,7 +389,8 @@ class SearchEngine:
         titles = [c for c in legs.titles if c in rows]
         # The note leg: a note's opening chunk and its properties (title, aliases,
         # properties, first section) as found by the semantic search.
-        heads = [(c, x) for c, x in sem if rows[c].ordinal <= 0]
+        opening = self._openings(rows, [c for c, _ in [*sem, *kw]])
+        heads = [(c, x) for c, x in sem if c in opening]
         if (len({note_of(c) for c, _ in heads}) < NOTE_LEG_MIN
                 and len(legs.semantic) >= legs.depth > 0):
             heads = self._deeper_heads(legs.vector, legs.depth * NOTE_LEG_GROWTH,
@@ -401,8 +403,8 @@ class SearchEngine:
                     "keyword": best_per_note(kw, note_of),
                     # The same by words: a note whose opening or properties hold the query's
                     # words (decision 0037).
-                    "keyword_note": best_per_note([(c, x) for c, x in kw
-                                                   if rows[c].ordinal <= 0], note_of),
+                    "keyword_note": best_per_note([(c, x) for c, x in kw if c in opening],
+                                                  note_of),
                     "phrase": best_per_note(phrase, note_of)}
         notes = zscore_fusion(
             per_note,
@@ -438,8 +440,17 @@ class SearchEngine:
         dropped): a starved note leg, read deeper. ``rows`` gains the rows of new hits."""
         hits = self._semantic(vec, k, filters)
         rows.update(self.catalog.chunks_by_id([c for c, _ in hits if c not in rows]))
-        heads = [(c, x) for c, x in hits if c in rows and rows[c].ordinal <= 0]
+        opening = self._openings(rows, [c for c, _ in hits if c in rows])
+        heads = [(c, x) for c, x in hits if c in opening]
         return without_boilerplate(self.catalog.boilerplate, heads)[0]
+
+    def _openings(self, rows: dict[int, ChunkRow], ids: Sequence[int]) -> set[int]:
+        """The chunks of ``ids`` that open their note: its properties, its first chunk, and
+        the chunks right after first ones that say nothing (badges, a banner, comments:
+        decision 0039), which the note leg reads in their place."""
+        later = {rows[c].source_id for c in ids if 0 < rows[c].ordinal <= MAX_LEAD}
+        leads = self.catalog.quiet_leads(later) if later else {}
+        return {c for c in ids if rows[c].ordinal <= leads.get(rows[c].source_id, 0)}
 
     def _result(self, row: ChunkRow, f: Fused, score: float, req: SearchRequest,
                 terms: Sequence[str]) -> dict[str, Any]:

@@ -92,3 +92,28 @@ def shared(db: sqlite3.Connection, ids: Iterable[int], min_notes: int = MIN_NOTE
             (*part, min_notes, min_notes)).fetchall()
         out.update(int(r[0]) for r in rows)
     return out
+
+
+# A note's opening (what the note leg reads, decision 0039) may sit behind chunks that show
+# but say nothing: a row of badges, a banner, editor comments (obsidian-hub: two chunks of
+# them before each plugin's description). Looked for in this many first body chunks.
+MAX_LEAD = 4
+
+
+def quiet_leads(db: sqlite3.Connection, source_ids: Iterable[int]) -> dict[int, int]:
+    """For each of ``source_ids``: how many of its first body chunks say nothing (only images,
+    comments, markup: ``reading.says_something``), at most MAX_LEAD; 0 is left out."""
+    from ragd.daemon.text.reading import says_something
+
+    wanted = sorted(set(source_ids))
+    out: dict[int, int] = {}
+    for i in range(0, len(wanted), 500):
+        part = wanted[i:i + 500]
+        marks = ",".join("?" * len(part))
+        for source_id, ordinal, text in db.execute(
+                f"SELECT source_id, ordinal, text FROM chunks WHERE source_id IN ({marks})"
+                " AND ordinal BETWEEN 0 AND ? ORDER BY source_id, ordinal",
+                (*part, MAX_LEAD - 1)):
+            if out.get(source_id, 0) == ordinal and not says_something(text):
+                out[source_id] = ordinal + 1
+    return out

@@ -807,6 +807,11 @@ class Catalog(LockedConnection):
         with self._lock:
             return boilerplate.shared(self._db, ids)
 
+    def quiet_leads(self, source_ids: Iterable[int]) -> dict[int, int]:
+        """How many first body chunks of each source say nothing (``boilerplate.quiet_leads``)."""
+        with self._lock:
+            return boilerplate.quiet_leads(self._db, source_ids)
+
     def chunks_by_id(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
         out: dict[int, ChunkRow] = {}
         with self._lock:

@@ -44,6 +44,8 @@ _TAG = re.compile(rf"</?(?:{_TAGS})(?:\s[^<>]*)?/?>", re.IGNORECASE)
 # badge, [![alt](img)](link)), a destination in <…> or with balanced parentheses.
 _LINK = re.compile(r"(!?\[)((?:[^\[\]\n]|\[[^\[\]\n]*\])*)(\]\((?:<[^<>\n]*>|(?:[^()\s]|\([^()\s]*\))*)"
                    r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'))?\s*\))")
+_IMAGE = re.compile(r"!\[(?:[^\[\]\n]|\[[^\[\]\n]*\])*\]\((?:<[^<>\n]*>|(?:[^()\s]|\([^()\s]*\))*)"
+                    r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'))?\s*\)|!\[\[[^\[\]\n]*\]\]")
 _WIKILINK = re.compile(r"(!?\[\[)([^\[\]|\n]*\|)?([^\[\]\n]*)(\]\])")
 
 
@@ -108,12 +110,18 @@ def _links(masked: str, start: int, end: int, out: list[tuple[int, int]]) -> Non
         _links(masked, m.start(2), m.end(2), out)
 
 
-def hidden(text: str) -> list[tuple[int, int]]:
-    """Sorted, disjoint ``(start, end)`` ranges of ``text`` that reading view does not show."""
+def hidden(text: str, *, images: bool = False) -> list[tuple[int, int]]:
+    """Sorted, disjoint ``(start, end)`` ranges of ``text`` that reading view does not show.
+
+    With ``images``, whole images and embeds (``![alt](…)``, ``![[file]]``) too: what is left
+    is what the text says, as opposed to what it shows (a banner, a row of badges).
+    """
     if not any(mark in text for mark in ("%%", "<", "](", "[[")):
         return []
     masked = _masked(text, _code(text))
     out: list[tuple[int, int]] = []
+    if images:
+        out += (m.span() for m in _IMAGE.finditer(masked))
     out += (m.span() for m in _COMMENT.finditer(masked))
     out += _html_comments(masked)
     out += (m.span() for m in _TAG.finditer(masked))
@@ -140,3 +148,8 @@ def reading(text: str, ranges: Ranges, start: int = 0, end: int | None = None) -
         pos = max(pos, min(hi, end))
     parts.append(text[pos:end])
     return "".join(parts)
+
+
+def says_something(text: str) -> bool:
+    """Whether ``text`` holds any words a reader reads: not only images, comments, markup."""
+    return bool(reading(text, hidden(text, images=True)).strip())

@@ -4,7 +4,7 @@ query's words, fused beside the note leg that finds the same chunks by meaning."
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +12,7 @@ import pytest
 
 from ragd.daemon.runtime.app import App
 from ragd.daemon.search import engine as engine_module
-from ragd.daemon.search.engine import SearchRequest
-from ragd.daemon.search.filters import Filters
-from tests.daemon.search.synced_app import synced_app
+from tests.daemon.search.synced_app import fused_legs, source_of, synced_app
 
 pytestmark = pytest.mark.slow
 
@@ -46,31 +44,9 @@ def app(tmp_path_factory: pytest.TempPathFactory, real_embedder: Any) -> Iterato
         yield a
 
 
-def fused_legs(app: App, monkeypatch: pytest.MonkeyPatch
-               ) -> tuple[Mapping[str, Sequence[tuple[Hashable, float]]], Mapping[str, float]]:
-    """The per-note legs and weights the hybrid search fused."""
-    seen: list[tuple[Any, Any]] = []
-    original = engine_module.zscore_fusion
-
-    def spy(legs: Any, weights: Any, *args: Any, **kwargs: Any) -> Any:
-        seen.append((legs, weights))
-        return original(legs, weights, *args, **kwargs)
-
-    monkeypatch.setattr(engine_module, "zscore_fusion", spy)
-    results = app.search_engine.search(SearchRequest(query=QUERY, filters=Filters()))["results"]
-    assert results and seen
-    return seen[-1]
-
-
-def source_of(app: App, name: str) -> Hashable:
-    ids = [c for c in app.catalog.all_chunk_ids()]
-    return next(r.source_id for r in app.catalog.chunks_by_id(ids).values()
-                if Path(r.path).name == name)
-
-
 def test_the_leg_holds_the_notes_whose_opening_has_the_words(
         app: App, monkeypatch: pytest.MonkeyPatch) -> None:
-    legs, weights = fused_legs(app, monkeypatch)
+    legs, weights = fused_legs(app, QUERY, monkeypatch)
     keyword = {n for n, _ in legs["keyword"]}
     starter, log = source_of(app, "Starter.md"), source_of(app, "Bakery log.md")
     assert {starter, log} <= keyword  # both hold the words
@@ -82,5 +58,5 @@ def test_weight_zero_turns_it_off(app: App, monkeypatch: pytest.MonkeyPatch) -> 
     engine = app.search_engine
     monkeypatch.setattr(engine, "settings",
                         dataclasses.replace(engine.settings, z_keyword_note_weight=0.0))
-    _, weights = fused_legs(app, monkeypatch)
+    _, weights = fused_legs(app, QUERY, monkeypatch)
     assert weights["keyword_note"] == 0.0

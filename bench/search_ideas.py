@@ -55,7 +55,7 @@ from bench.quality import (  # noqa: E402
     ragd_app,
     scifact_home,
 )
-from bench.tune_fusion import CHECK_KNOWN, TUNE_KNOWN  # noqa: E402
+from bench.tune_fusion import CHECK_KNOWN, TUNE_KNOWN, opening_ordinals  # noqa: E402
 from ragd.daemon.search import fusion as F  # noqa: E402
 from ragd.daemon.search.boilerplate import without_boilerplate  # noqa: E402
 
@@ -158,7 +158,7 @@ def collect(app: Any, name: str, texts: Sequence[str], judge: Callable[[int, lis
         docnum_chunk[d] = int(searcher.stored_fields(int(d))["chunk_id"])
     lengths = np.concatenate([_segment_lengths(leaf, "text") for leaf, _, _ in postings.leaves])
     s = Set(name, queries, judge, {i: document(r.path) for i, r in rows.items()},
-            {i: r.ordinal for i, r in rows.items()}, {i: r.text for i, r in rows.items()},
+            opening_ordinals(app, rows), {i: r.text for i, r in rows.items()},
             {i: r.title for i, r in rows.items()}, ids,
             np.stack([vectors[int(i)] for i in ids]).astype(np.float32), docnum_chunk,
             lengths, float(searcher.avg_field_length("text") or 1), postings)

@@ -76,7 +76,7 @@ class Legs:
 def run_legs(app: Any, queries: Sequence[str], document: Callable[[str], str] = str
              ) -> tuple[list[Legs], dict[int, str], dict[int, int]]:
     """Each query's legs, chunk id -> ``document(path relative to the collection root)`` and
-    chunk id -> ordinal (negative for properties chunks)."""
+    chunk id -> ordinal (negative for properties chunks, 0 for openings: ``opening_ordinals``)."""
     from ragd.daemon.search.filters import Filters
 
     engine = app.search_engine
@@ -95,8 +95,19 @@ def run_legs(app: Any, queries: Sequence[str], document: Callable[[str], str] = 
                                                                           *lg.deep,
                                                                           *lg.phrase])]})
     rows = app.catalog.chunks_by_id(ids)
-    return (out, {i: document(r.path) for i, r in rows.items()},
-            {i: r.ordinal for i, r in rows.items()})
+    return out, {i: document(r.path) for i, r in rows.items()}, opening_ordinals(app, rows)
+
+
+def opening_ordinals(app: Any, rows: dict[int, Any]) -> dict[int, int]:
+    """Chunk id -> ordinal, as the note legs read it: a chunk the engine takes for its note's
+    opening behind first chunks that say nothing (decision 0039) counts as 0, so ``<= 0``
+    means an opening or properties chunk here as in the engine."""
+    from ragd.daemon.stores.boilerplate import MAX_LEAD
+
+    leads = app.catalog.quiet_leads({r.source_id for r in rows.values()
+                                     if 0 < r.ordinal <= MAX_LEAD})
+    return {i: 0 if 0 < r.ordinal <= leads.get(r.source_id, 0) else r.ordinal
+            for i, r in rows.items()}
 
 
 def fuse(lg: Legs, doc_of: dict[int, str], ordinal: dict[int, int], setting: Setting | str,

@@ -42,10 +42,11 @@ _TAGS = ("a|abbr|audio|b|big|blockquote|br|button|center|cite|code|col|colgroup|
 _TAG = re.compile(rf"</?(?:{_TAGS})(?:\s[^<>]*)?/?>", re.IGNORECASE)
 # [text](destination "title") and ![alt](…): one level of brackets inside the text (a linked
 # badge, [![alt](img)](link)), a destination in <…> or with balanced parentheses.
-_LINK = re.compile(r"(!?\[)((?:[^\[\]\n]|\[[^\[\]\n]*\])*)(\]\((?:<[^<>\n]*>|(?:[^()\s]|\([^()\s]*\))*)"
-                   r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'))?\s*\))")
-_IMAGE = re.compile(r"!\[(?:[^\[\]\n]|\[[^\[\]\n]*\])*\]\((?:<[^<>\n]*>|(?:[^()\s]|\([^()\s]*\))*)"
-                    r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'))?\s*\)|!\[\[[^\[\]\n]*\]\]")
+_LINK_TEXT = r"(?:[^\[\]\n]|\[[^\[\]\n]*\])*"
+_DESTINATION = (r"\((?:<[^<>\n]*>|(?:[^()\s]|\([^()\s]*\))*)"
+                r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'))?\s*\)")
+_LINK = re.compile(rf"(!?\[)({_LINK_TEXT})(\]{_DESTINATION})")
+_IMAGE = re.compile(rf"!\[{_LINK_TEXT}\]{_DESTINATION}|!\[\[[^\[\]\n]*\]\]")
 _WIKILINK = re.compile(r"(!?\[\[)([^\[\]|\n]*\|)?([^\[\]\n]*)(\]\])")
 
 

@@ -19,6 +19,8 @@ import re
 import sqlite3
 from collections.abc import Iterable
 
+from ragd.daemon.text.reading import says_something
+
 # In how many notes of one collection the same text makes it boilerplate. A paragraph quoted
 # in two or three notes, or a note and its copy, is content; a footer or a template's
 # placeholder repeats in tens or hundreds (obsidian-hub: 6,547 notes with the same footer).
@@ -103,8 +105,6 @@ MAX_LEAD = 4
 def quiet_leads(db: sqlite3.Connection, source_ids: Iterable[int]) -> dict[int, int]:
     """For each of ``source_ids``: how many of its first body chunks say nothing (only images,
     comments, markup: ``reading.says_something``), at most MAX_LEAD; 0 is left out."""
-    from ragd.daemon.text.reading import says_something
-
     wanted = sorted(set(source_ids))
     out: dict[int, int] = {}
     for i in range(0, len(wanted), 500):

@@ -140,7 +140,8 @@ def reading(text: str, ranges: Ranges, start: int = 0, end: int | None = None) -
         return text[start:end]
     i = max(0, bisect_left(ranges, (start, start)) - 1)
     parts, pos = [], start
-    for lo, hi in ranges[i:]:
+    for k in range(i, len(ranges)):  # not ranges[i:]: a copy per chunk is quadratic
+        lo, hi = ranges[k]
         if lo >= end:
             break
         if hi <= pos:

@@ -10,7 +10,9 @@ rules that need no knowledge of one vault:
 - ``exact N``: a line whose text (whitespace collapsed, case folded) is in at least N notes of
   the collection;
 - ``label N``: a ``Label: value`` line (a label of one to four words) whose label opens a line
-  in at least N notes, whatever the value.
+  in at least N notes, whatever the value;
+- ``heading``: a chunk's opening heading line, which the ``title > heading`` prefix embedded
+  before it already names (so a short section does not embed its heading twice).
 
 For each known-item set it reads the vectors of bench/quality.py's index, re-embeds only the
 chunks a rule changes (their title and heading prefix and what reading view shows of the rest,
@@ -19,7 +21,7 @@ collection: the semantic leg without approximation, collapsing or fusion. MRR@10
 how many questions moved up and down, are printed and written to
 bench/results/template_lines.json.
 
-    python bench/template_lines.py --home DIR [--known-items FILE ...] [--rules exact:5,label:20]
+    python bench/template_lines.py --home DIR [--known-items FILE ...] [--rules exact:5,heading]
 
 ``DIR`` is the --home of ``bench/quality.py`` run on the same known-item files (hub:
 ``--known-items bench/queries/obsidian-hub.tsv``). A rule that re-embeds tens of thousands of
@@ -49,8 +51,9 @@ from bench.quality import (  # noqa: E402
 
 K = 10
 DEFAULT_SETS = ("obsidian-help-en", "kepano-obsidian", "obsidian-hub")
-DEFAULT_RULES = "exact:5,exact:50,label:20,label:200"
+DEFAULT_RULES = "exact:5,exact:50,label:20,label:200,heading"
 _LABEL = re.compile(r"^\s*(?:[-*]\s+)?([^\W\d_][\w' -]{0,40}?)\s*:\s+\S")
+_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.*?)[ \t#]*$")
 
 
 def _norm(line: str) -> str:
@@ -70,7 +73,7 @@ def shared_lines(texts: dict[int, str], note_of: dict[int, str], rule: str,
     notes: dict[str, set[str]] = defaultdict(set)
     key = _norm if rule == "exact" else _label
     for cid, text in texts.items():
-        for line in text.splitlines():
+        for line in text.split("\n"):
             k = key(line)
             if k:
                 notes[k].add(note_of[cid])
@@ -81,6 +84,25 @@ def shared_lines(texts: dict[int, str], note_of: dict[int, str], rule: str,
         return bool(k) and k in common
 
     return is_template
+
+
+def without_heading(text: str, heading_path: Sequence[str]) -> list[str]:
+    """``text``'s lines without its opening heading line when that heading ends ``heading_path``."""
+    lines = text.split("\n")
+    first = next((n for n, line in enumerate(lines) if line.strip()), len(lines))
+    m = _HEADING.match(lines[first]) if first < len(lines) and heading_path else None
+    if m is None or _norm(m.group(1)) != _norm(heading_path[-1]):
+        return lines
+    return lines[:first] + lines[first + 1:]
+
+
+def kept_lines(rule: str, at_least: int, texts: dict[int, str], note_of: dict[int, str],
+               heading_paths: dict[int, Sequence[str]]) -> Callable[[int], list[str]]:
+    """The lines of a chunk that ``rule`` keeps in what is embedded."""
+    if rule == "heading":
+        return lambda cid: without_heading(texts[cid], heading_paths[cid])
+    is_template = shared_lines(texts, note_of, rule, at_least)
+    return lambda cid: [line for line in texts[cid].split("\n") if not is_template(line)]
 
 
 def note_ranks(vectors: np.ndarray, notes: Sequence[str], queries: np.ndarray,
@@ -95,6 +117,10 @@ def note_ranks(vectors: np.ndarray, notes: Sequence[str], queries: np.ndarray,
         np.maximum.at(best, column, vectors @ q)
         out.append(int((best > best[index[want]]).sum()) + 1)
     return out
+
+
+def label(rule: str, at_least: int) -> str:
+    return rule if rule == "heading" else f"{rule} {at_least}"
 
 
 def mrr(ranks: Sequence[int]) -> float:
@@ -126,11 +152,12 @@ def measure_set(home: Path, tsv: Path, rules: Sequence[tuple[str, int]]) -> dict
         out: dict[str, Any] = {"vault": vault.name, "questions": len(rows_q), "chunks": len(ids),
                                "stored": {"mrr@10": round(mrr(before), 3)}, "rules": {}}
         for rule, at_least in rules:
-            is_template = shared_lines(texts, note_of, rule, at_least)
+            keep = kept_lines(rule, at_least, texts, note_of,
+                              {cid: rows[cid].heading_path for cid in ids})
             changed, new_texts = [], []
             for k, cid in enumerate(ids):
-                lines = texts[cid].splitlines()
-                kept = [line for line in lines if not is_template(line)]
+                lines = texts[cid].split("\n")
+                kept = keep(cid)
                 if len(kept) == len(lines):
                     continue
                 body = "\n".join(kept)
@@ -138,13 +165,13 @@ def measure_set(home: Path, tsv: Path, rules: Sequence[tuple[str, int]]) -> dict
                 prefix = embed_prefix(rows[cid].title, rows[cid].heading_path)
                 changed.append(k)
                 new_texts.append(f"{prefix}\n\n{seen}" if seen and prefix else seen or prefix)
-            print(f"  {vault.name} {rule} {at_least}: re-embedding {len(changed):,} chunks",
+            print(f"  {vault.name} {label(rule, at_least)}: re-embedding {len(changed):,} chunks",
                   file=sys.stderr, flush=True)
             vectors = base.copy()
             if changed:
                 vectors[changed] = emb.embed(new_texts)
             after = note_ranks(vectors, notes, queries, expected)
-            out["rules"][f"{rule} {at_least}"] = {
+            out["rules"][label(rule, at_least)] = {
                 "mrr@10": round(mrr(after), 3), "chunks_changed": len(changed),
                 "up": sum(a < b for a, b in zip(after, before, strict=True)),
                 "down": sum(a > b for a, b in zip(after, before, strict=True))}
@@ -157,18 +184,18 @@ def main() -> None:
     ap.add_argument("--known-items", type=Path, action="append",
                     help="a known-item TSV (default: the three sets of bench/queries)")
     ap.add_argument("--rules", default=DEFAULT_RULES,
-                    help=f"comma-separated RULE:N, RULE exact or label (default {DEFAULT_RULES})")
+                    help=f"comma-separated exact:N, label:N or heading (default {DEFAULT_RULES})")
     args = ap.parse_args()
     queries_dir = Path(__file__).resolve().parent / "queries"
     sets = args.known_items or [queries_dir / f"{n}.tsv" for n in DEFAULT_SETS]
     rules = []
     for part in args.rules.split(","):
         rule, _, n = part.partition(":")
-        if rule not in ("exact", "label") or not n.isdigit():
-            sys.exit(f"error: bad rule {part!r}: write exact:N or label:N")
-        rules.append((rule, int(n)))
+        if not (rule == "heading" and not n or rule in ("exact", "label") and n.isdigit()):
+            sys.exit(f"error: bad rule {part!r}: write exact:N, label:N or heading")
+        rules.append((rule, int(n or 0)))
     results = [measure_set(args.home, tsv, rules) for tsv in sets]
-    names = [f"{r} {n}" for r, n in rules]
+    names = [label(r, n) for r, n in rules]
     head = ["rule", *(r["vault"] for r in results)]
     body = [["as stored", *(f"{r['stored']['mrr@10']:.3f}" for r in results)]]
     for n in names:

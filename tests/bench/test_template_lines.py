@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.template_lines import _label, mrr, note_ranks, shared_lines
+from bench.template_lines import _label, kept_lines, mrr, note_ranks, shared_lines, without_heading
 
 
 def test_a_label_is_one_to_four_words_before_a_colon_and_a_value() -> None:
@@ -43,3 +43,21 @@ def test_note_ranks_rank_notes_by_their_best_chunk() -> None:
     # query 1: a (1.0) > c (0.8) > b (0.6); query 2: b (1.0) > c (0.6) > a (0.0)
     assert note_ranks(vectors, notes, queries, ["c", "a"]) == [2, 3]
     assert mrr([1, 2, 11]) == (1 + 0.5 + 0) / 3
+
+
+def test_heading_rule_drops_the_opening_heading_the_prefix_names() -> None:
+    assert without_heading("\n## Sync  settings ##\nBody", ("Guide", "Sync settings")) == [
+        "", "Body"]
+    assert without_heading("## Other\nBody", ("Guide", "Sync settings")) == ["## Other", "Body"]
+    assert without_heading("Body\n## Sync settings", ("Sync settings",)) == [
+        "Body", "## Sync settings"]  # not the opening line
+    assert without_heading("# Title\nBody", ()) == ["# Title", "Body"]  # no heading path
+
+
+def test_kept_lines_follow_the_rule() -> None:
+    texts = {1: "# A\nLinks: x\nBody", 2: "Links: x\nOther"}
+    note_of = {1: "a.md", 2: "b.md"}
+    paths: dict[int, tuple[str, ...]] = {1: ("A",), 2: ()}
+    assert kept_lines("exact", 2, texts, note_of, paths)(1) == ["# A", "Body"]
+    assert kept_lines("heading", 0, texts, note_of, paths)(1) == ["Links: x", "Body"]
+    assert kept_lines("heading", 0, texts, note_of, paths)(2) == ["Links: x", "Other"]

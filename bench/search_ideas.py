@@ -21,6 +21,11 @@ by query: the mean difference, its standard error and how many queries went up a
 35-question set one rank change moves MRR@10 by up to 0.014; a difference within one standard
 error is noise.
 
+Decision 0040's rows ("opening paragraphs") add a vector per paragraph of every opening or
+properties chunk of two or more paragraphs (embedded here, so a run embeds a few thousand short
+texts more on obsidian-hub), scored as a vector of its chunk: the semantic leg alone, and
+today's hybrid with them in the semantic and note legs or in the note leg only.
+
 It also prints, per set, the share of queries on which today's hybrid scores at least as well
 as each leg, and below the better of the two on that query; and per known-item set the best
 MRR@10 any fusion monotone in each leg's note score could reach, with its weights chosen per
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
@@ -97,6 +103,10 @@ class Set:
     note_titles: list[str] = field(default_factory=list)
     title_vectors: np.ndarray | None = None
     boilerplate: set[int] = field(default_factory=set)  # decision 0026: dropped from legs
+    # Decision 0040: each paragraph of an opening chunk embedded on its own, as a vector of
+    # that chunk (part_ids[j] is the chunk of part_V[j]).
+    part_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    part_V: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.float32))
     cache: dict[Any, Any] = field(default_factory=dict)
 
     def docs(self, term: str) -> tuple[np.ndarray, np.ndarray]:
@@ -169,7 +179,36 @@ def collect(app: Any, name: str, texts: Sequence[str], judge: Callable[[int, lis
         titles.setdefault(s.note[i], r.title or Path(r.path).stem)
     s.note_titles = sorted(titles)
     s.title_vectors = np.stack([app.embedder.embed_query(titles[n]) for n in s.note_titles])
+    s.part_ids, s.part_V = opening_parts(app, s, rows)
     return s
+
+
+def opening_parts(app: Any, s: Set, rows: dict[int, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Every opening or properties chunk of two or more paragraphs that say something: each
+    such paragraph embedded on its own, with the chunk's title and heading prefix."""
+    from ragd.daemon.text.chunking import embed_prefix
+    from ragd.daemon.text.reading import hidden, reading, says_something
+
+    owners: list[int] = []
+    texts: list[str] = []
+    for c in s.ids:
+        cid = int(c)
+        if s.ordinal[cid] > 0:
+            continue
+        paragraphs = [reading(p, hidden(p)).strip() for p in _PARAGRAPH.split(s.text[cid])]
+        paragraphs = [p for p in paragraphs if says_something(p) and not _HEADING_ONLY.fullmatch(p)]
+        if len(paragraphs) < 2:
+            continue
+        prefix = embed_prefix(rows[cid].title, rows[cid].heading_path)
+        owners += [cid] * len(paragraphs)
+        texts += [f"{prefix}\n\n{p}" if prefix else p for p in paragraphs]
+    print(f"  {s.name}: embedding {len(texts):,} opening paragraphs", file=sys.stderr, flush=True)
+    vectors = app.embedder.embed(texts) if texts else np.zeros((0, s.V.shape[1]))
+    return np.array(owners, dtype=np.int64), np.asarray(vectors, dtype=np.float32)
+
+
+_PARAGRAPH = re.compile(r"\n[ \t]*\n")
+_HEADING_ONLY = re.compile(r"#{1,6}[ \t][^\n]*")
 
 
 def scifact_sets(root: Path) -> list[Set]:
@@ -229,6 +268,40 @@ def dense(s: Set, vec: np.ndarray, k: int = DEEP) -> list[tuple[int, float]]:
     top = np.argpartition(-scores, k)[:k] if len(scores) > k else np.arange(len(scores))
     top = top[np.argsort(-scores[top], kind="stable")]
     return [(int(s.ids[j]), float(scores[j])) for j in top]
+
+
+def dense_parts(s: Set, vec: np.ndarray, k: int = DEEP) -> list[tuple[int, float]]:
+    """``dense`` with each chunk scored by the best of its own vector and its paragraphs'.
+
+    A chunk in the top ``k`` by that score is in the top ``k`` by its own vector, or one of
+    its paragraphs is among the best ``4 k`` (a chunk has two to a few paragraphs)."""
+    best = dict(dense(s, vec, k))
+    if len(s.part_ids):
+        scores = s.part_V @ vec
+        top = np.argsort(-scores, kind="stable")[:4 * k]
+        for j in top:
+            c, x = int(s.part_ids[j]), float(scores[j])
+            if x > best.get(c, -np.inf):
+                best[c] = x
+    return sorted(best.items(), key=lambda t: -t[1])[:k]
+
+
+def with_parts(note_only: bool) -> Variant:
+    """Today's hybrid with opening paragraphs as vectors of their chunk (decision 0040), in
+    the semantic and note legs, or in the note leg only."""
+    from ragd.daemon.search.engine import NOTE_LEG_GROWTH, NOTE_LEG_MIN, SearchSettings
+
+    def run(s: Set, q: Query) -> list[str]:
+        hits = dense_parts(s, q.vec)
+        lg = legs(s, q, semantic=None if note_only else hits, note_source=hits)
+        if len(lg.per_note["note"]) < NOTE_LEG_MIN:
+            deep = without_boilerplate(s.boilerplate.intersection,
+                                       dense_parts(s, q.vec, DEPTH * NOTE_LEG_GROWTH))[0]
+            lg.per_note["note"] = F.best_per_note(
+                [(c, x) for c, x in deep if s.ordinal[c] <= 0], s.note.__getitem__)
+        return fuse(lg, extra={"keyword_note": (keyword_note_leg(s, q),
+                                                SearchSettings().z_keyword_note_weight)})
+    return run
 
 
 def per_note(s: Set, hits: Sequence[tuple[int, float]],
@@ -477,6 +550,12 @@ def variants() -> list[tuple[str, str, Variant]]:
         ("reference", "before decision 0031 (note leg never read deeper)", before_0031),
         ("reference", "semantic leg alone", lambda s, q: notes_of(s, q.semantic)),
         ("reference", "keyword leg alone", lambda s, q: notes_of(s, q.keyword)),
+        ("opening paragraphs", "semantic leg alone, opening paragraphs as vectors",
+         lambda s, q: notes_of(s, dense_parts(s, q.vec))),
+        ("opening paragraphs", "hybrid, opening paragraphs in the semantic and note legs",
+         with_parts(note_only=False)),
+        ("opening paragraphs", "hybrid, opening paragraphs in the note leg only",
+         with_parts(note_only=True)),
     ]
     for k1, b in ((0.9, 0.4), (0.9, 0.9), (1.5, 0.75), (2.0, 0.5)):
         out.append(("keyword leg", f"BM25 k1={k1} b={b} (today 1.2, 0.75)", bm25_variant(k1, b)))

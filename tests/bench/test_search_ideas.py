@@ -7,7 +7,16 @@ import math
 import numpy as np
 
 from bench.metrics import reciprocal_rank
-from bench.search_ideas import Query, Set, bm25, engine, legs, monotone_bound, notes_of
+from bench.search_ideas import (
+    Query,
+    Set,
+    bm25,
+    dense_parts,
+    engine,
+    legs,
+    monotone_bound,
+    notes_of,
+)
 
 
 def _set(expected: str = "a", boilerplate: set[int] | None = None) -> Set:
@@ -64,3 +73,16 @@ def test_monotone_bound_ranks_the_expected_note_below_what_beats_it_everywhere()
     # b beats a in keyword only: some weights put a first.
     s.queries = [_query(keyword=[(3, 9.0), (1, 1.0)], semantic=[(1, 0.9), (3, 0.1)])]
     assert monotone_bound(s) == 1.0
+
+
+def test_dense_parts_scores_a_chunk_by_its_best_vector() -> None:
+    s = _set()
+    # Chunk 3's vector is e3; one of its paragraphs points along e1, better than chunk 1 itself.
+    s.part_ids = np.array([3, 3])
+    s.part_V = np.array([[1.0, 0, 0, 0, 0], [0, 0, 0, 0.5, 0]], dtype=np.float32) * [[1.2], [1]]
+    q = np.array([1.0, 0, 0, 0, 0], dtype=np.float32)
+    hits = dense_parts(s, q, 2)
+    assert hits[0][0] == 3 and math.isclose(hits[0][1], 1.2)
+    assert hits[1] == (1, 1.0)
+    s.part_ids, s.part_V = np.zeros(0, dtype=np.int64), np.zeros((0, 5), dtype=np.float32)
+    assert [c for c, _ in dense_parts(s, q, 2)][0] == 1  # without parts: dense alone

@@ -186,7 +186,7 @@ def collect(app: Any, name: str, texts: Sequence[str], judge: Callable[[int, lis
 def opening_parts(app: Any, s: Set, rows: dict[int, Any]) -> tuple[np.ndarray, np.ndarray]:
     """Every opening or properties chunk of two or more paragraphs that say something: each
     such paragraph embedded on its own, with the chunk's title and heading prefix."""
-    from ragd.daemon.text.chunking import embed_prefix
+    from ragd.daemon.text.chunking import embed_prefix, embed_text
     from ragd.daemon.text.reading import hidden, reading, says_something
 
     owners: list[int] = []
@@ -201,7 +201,7 @@ def opening_parts(app: Any, s: Set, rows: dict[int, Any]) -> tuple[np.ndarray, n
             continue
         prefix = embed_prefix(rows[cid].title, rows[cid].heading_path)
         owners += [cid] * len(paragraphs)
-        texts += [f"{prefix}\n\n{p}" if prefix else p for p in paragraphs]
+        texts += [embed_text(prefix, p) for p in paragraphs]
     print(f"  {s.name}: embedding {len(texts):,} opening paragraphs", file=sys.stderr, flush=True)
     vectors = app.embedder.embed(texts) if texts else np.zeros((0, s.V.shape[1]))
     return np.array(owners, dtype=np.int64), np.asarray(vectors, dtype=np.float32)
@@ -289,18 +289,11 @@ def dense_parts(s: Set, vec: np.ndarray, k: int = DEEP) -> list[tuple[int, float
 def with_parts(note_only: bool) -> Variant:
     """Today's hybrid with opening paragraphs as vectors of their chunk (decision 0040), in
     the semantic and note legs, or in the note leg only."""
-    from ragd.daemon.search.engine import NOTE_LEG_GROWTH, NOTE_LEG_MIN, SearchSettings
-
     def run(s: Set, q: Query) -> list[str]:
         hits = dense_parts(s, q.vec)
-        lg = legs(s, q, semantic=None if note_only else hits, note_source=hits)
-        if len(lg.per_note["note"]) < NOTE_LEG_MIN:
-            deep = without_boilerplate(s.boilerplate.intersection,
-                                       dense_parts(s, q.vec, DEPTH * NOTE_LEG_GROWTH))[0]
-            lg.per_note["note"] = F.best_per_note(
-                [(c, x) for c, x in deep if s.ordinal[c] <= 0], s.note.__getitem__)
-        return fuse(lg, extra={"keyword_note": (keyword_note_leg(s, q),
-                                                SearchSettings().z_keyword_note_weight)})
+        lg = today(s, q, semantic=None if note_only else hits, note_source=hits,
+                   search=dense_parts)
+        return fuse(lg, extra={"keyword_note": keyword_note_weighted(s, q)})
     return run
 
 
@@ -371,20 +364,27 @@ def notes_of(s: Set, hits: Sequence[tuple[int, float]]) -> list[str]:
 def engine(s: Set, q: Query) -> list[str]:
     """Today's hybrid: a note leg of fewer than NOTE_LEG_MIN notes read deeper (decision 0031),
     and a keyword note leg (decision 0037)."""
+    return fuse(today(s, q), extra={"keyword_note": keyword_note_weighted(s, q)})
+
+
+def keyword_note_weighted(s: Set, q: Query) -> tuple[list[tuple[Hashable, float]], float]:
+    """The keyword note leg (decision 0037) with the engine's weight."""
     from ragd.daemon.search.engine import SearchSettings
 
-    return fuse(today(s, q), extra={
-        "keyword_note": (keyword_note_leg(s, q), SearchSettings().z_keyword_note_weight)})
+    return keyword_note_leg(s, q), SearchSettings().z_keyword_note_weight
 
 
-def today(s: Set, q: Query) -> Legs:
-    """The legs of the hybrid of before decision 0037 (the note leg read deeper when starved)."""
+def today(s: Set, q: Query, semantic: Sequence[tuple[int, float]] | None = None,
+          note_source: Sequence[tuple[int, float]] | None = None,
+          search: Callable[[Set, np.ndarray, int], list[tuple[int, float]]] = dense) -> Legs:
+    """The legs of the hybrid of before decision 0037 (the note leg read deeper when starved):
+    ``legs`` with ``semantic`` and ``note_source``, and ``search`` for the deeper read."""
     from ragd.daemon.search.engine import NOTE_LEG_GROWTH, NOTE_LEG_MIN
 
-    lg = legs(s, q)
+    lg = legs(s, q, semantic=semantic, note_source=note_source)
     if len(lg.per_note["note"]) < NOTE_LEG_MIN:
         deep = without_boilerplate(s.boilerplate.intersection,
-                                   dense(s, q.vec, DEPTH * NOTE_LEG_GROWTH))[0]
+                                   search(s, q.vec, DEPTH * NOTE_LEG_GROWTH))[0]
         lg.per_note["note"] = F.best_per_note([(c, x) for c, x in deep if s.ordinal[c] <= 0],
                                               s.note.__getitem__)
     return lg

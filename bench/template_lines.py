@@ -128,7 +128,7 @@ def mrr(ranks: Sequence[int]) -> float:
 
 
 def measure_set(home: Path, tsv: Path, rules: Sequence[tuple[str, int]]) -> dict[str, Any]:
-    from ragd.daemon.text.chunking import embed_prefix
+    from ragd.daemon.text.chunking import embed_prefix, embed_text
     from ragd.daemon.text.reading import hidden, reading
 
     rows_q, named = load_known_items(tsv)
@@ -164,7 +164,7 @@ def measure_set(home: Path, tsv: Path, rules: Sequence[tuple[str, int]]) -> dict
                 seen = reading(body, hidden(body)).strip()
                 prefix = embed_prefix(rows[cid].title, rows[cid].heading_path)
                 changed.append(k)
-                new_texts.append(f"{prefix}\n\n{seen}" if seen and prefix else seen or prefix)
+                new_texts.append(embed_text(prefix, seen) if seen else prefix)
             print(f"  {vault.name} {label(rule, at_least)}: re-embedding {len(changed):,} chunks",
                   file=sys.stderr, flush=True)
             vectors = base.copy()

@@ -100,14 +100,10 @@ def run_legs(app: Any, queries: Sequence[str], document: Callable[[str], str] = 
 
 def opening_ordinals(app: Any, rows: dict[int, Any]) -> dict[int, int]:
     """Chunk id -> ordinal, as the note legs read it: a chunk the engine takes for its note's
-    opening behind first chunks that say nothing (decision 0039) counts as 0, so ``<= 0``
-    means an opening or properties chunk here as in the engine."""
-    from ragd.daemon.stores.boilerplate import MAX_LEAD
-
-    leads = app.catalog.quiet_leads({r.source_id for r in rows.values()
-                                     if 0 < r.ordinal <= MAX_LEAD})
-    return {i: 0 if 0 < r.ordinal <= leads.get(r.source_id, 0) else r.ordinal
-            for i, r in rows.items()}
+    opening behind first chunks that say nothing (``SearchEngine.openings``, decision 0039)
+    counts as 0, so ``<= 0`` means an opening or properties chunk here as in the engine."""
+    opening = app.search_engine.openings(rows, list(rows))
+    return {i: 0 if i in opening and r.ordinal > 0 else r.ordinal for i, r in rows.items()}
 
 
 def fuse(lg: Legs, doc_of: dict[int, str], ordinal: dict[int, int], setting: Setting | str,

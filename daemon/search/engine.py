@@ -389,7 +389,7 @@ class SearchEngine:
         titles = [c for c in legs.titles if c in rows]
         # The note leg: a note's opening chunk and its properties (title, aliases,
         # properties, first section) as found by the semantic search.
-        opening = self._openings(rows, [c for c, _ in [*sem, *kw]])
+        opening = self.openings(rows, [c for c, _ in [*sem, *kw]])
         heads = [(c, x) for c, x in sem if c in opening]
         if (len({note_of(c) for c, _ in heads}) < NOTE_LEG_MIN
                 and len(legs.semantic) >= legs.depth > 0):
@@ -440,11 +440,11 @@ class SearchEngine:
         dropped): a starved note leg, read deeper. ``rows`` gains the rows of new hits."""
         hits = self._semantic(vec, k, filters)
         rows.update(self.catalog.chunks_by_id([c for c, _ in hits if c not in rows]))
-        opening = self._openings(rows, [c for c, _ in hits if c in rows])
+        opening = self.openings(rows, [c for c, _ in hits if c in rows])
         heads = [(c, x) for c, x in hits if c in opening]
         return without_boilerplate(self.catalog.boilerplate, heads)[0]
 
-    def _openings(self, rows: dict[int, ChunkRow], ids: Sequence[int]) -> set[int]:
+    def openings(self, rows: dict[int, ChunkRow], ids: Sequence[int]) -> set[int]:
         """The chunks of ``ids`` that open their note: its properties, its first chunk, and
         the chunks right after first ones that say nothing (badges, a banner, comments:
         decision 0039), which the note leg reads in their place."""

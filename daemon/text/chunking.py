@@ -445,7 +445,8 @@ def embed_prefix(title: str, heading_path: Sequence[str]) -> str:
     return " > ".join(part for part in parts if part)
 
 
-def _embed_text(prefix: str, chunk: str) -> str:
+def embed_text(prefix: str, chunk: str) -> str:
+    """What is embedded for a chunk: its prefix (``embed_prefix``), a blank line, its text."""
     return f"{prefix}\n\n{chunk}" if prefix else chunk
 
 
@@ -544,7 +545,7 @@ def _pack_and_verify(
     sections = [note.sections[i] for i in todo]
     spans = _section_spans(note.text, sections, [bases[i] for i in todo], note.overlap, note.costs)
     rows = [
-        [(i, s, e, _embed_text(note.prefixes[i], reading(note.text, note.hidden, s, e)))
+        [(i, s, e, embed_text(note.prefixes[i], reading(note.text, note.hidden, s, e)))
          for s, e in section_spans]
         for i, section_spans in zip(todo, spans, strict=True)
     ]

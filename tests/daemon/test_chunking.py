@@ -455,3 +455,23 @@ def test_the_character_cap_never_binds_on_prose(real_counter):
     # Prose runs ~4-5 characters a token: chunks are filled by tokens, far below the cap.
     assert all(c.token_count > 200 for c in chunks[:-1])
     assert max(len(c.text) for c in chunks) < 256 * CHARS_PER_TOKEN_MAX // 1.5
+
+
+def test_cjk_without_break_points_is_encoded_a_few_times_over(real_counter):
+    """A CJK note (a token a character, no spaces) is cut from the tokenizer's offsets: the
+    characters encoded stay a small multiple of the note's (a 16-ary search over 2,048-
+    character windows encoded ~80 times each one: 135 s a million characters)."""
+    rng = random.Random(7)
+    text = "".join(chr(0x4E00 + rng.randint(0, 5000)) for _ in range(40_000))
+    encoded = 0
+
+    def counting(texts: Sequence[str]) -> list[int]:
+        nonlocal encoded
+        encoded += sum(len(t) for t in texts)
+        return real_counter(texts)
+
+    counting.prefix_end = real_counter.prefix_end  # type: ignore[attr-defined]
+    chunks = chunk_markdown("t", text, count_tokens=counting, max_tokens=256)
+    assert sum(len(c.text) for c in chunks) >= len(text) - len(chunks)
+    assert all(c.token_count <= 256 for c in chunks)
+    assert encoded < 12 * len(text), encoded

@@ -60,6 +60,20 @@ SKIP_CODES.update({
     "indexed as a plain folder, its history is not",
 })
 
+# Extraction outside the daemon (decision 0041): an item past its worker's deadline or
+# memory, or whose worker died, is not read again until it changes.
+SKIP_CODES.update({
+    "extract_timeout": "reading this item took longer than the extraction time limit "
+    "(extract.timeout_s) and its worker was stopped; it is read again when the file changes",
+    "extract_memory": "reading this item needed more memory than the extraction worker's "
+    "limit (extract.memory_mb) and its worker was stopped; it is read again when the file "
+    "changes",
+    "extract_crashed": "the worker reading this item died (a damaged or hostile file); ragd "
+    "itself kept running. It is read again when the file changes",
+    "git_outside": "a repository whose .git file points at a git folder outside the code "
+    "group's repositories: its history and files are not read (decision 0042)",
+})
+
 # Problems that did not stop a file from being indexed.
 WARNING_CODES: dict[str, str] = {
     "commit_files_truncated": "a commit touching more files than code.max_commit_files: "

@@ -11,8 +11,11 @@ an alias, its folder's name):
 
 Vendored folders, generated and minified files, files over ``max_file_kb``, binaries with a
 source name, links out of the repository and submodules are skipped with a code; a repository
-git cannot read (a corrupt ``.git``) is read as a plain folder, its history skipped with
-``git_unreadable``. The git work runs on the entry reader thread, never on the writer.
+git cannot read (a corrupt ``.git``, or none: git never looks above the folder) is read as a
+plain folder, its history skipped with ``git_unreadable``. A repository whose ``.git`` file
+names a git folder outside the group's repositories is skipped whole with ``git_outside``, and
+git is never run on it (decision 0042). The git work runs on the entry reader thread, never on
+the writer.
 """
 
 from __future__ import annotations
@@ -38,8 +41,11 @@ from ragd.daemon.sources.gitlog import (
     Commit,
     FileChange,
     GitError,
+    GitOutside,
+    Repo,
     list_commits,
     list_files,
+    locate,
     read_commits,
 )
 from ragd.daemon.text.symbols import (
@@ -101,6 +107,7 @@ class CodeKind:
         self.scope = _scope(scope)  # (alias, "files"|"commits") a hint names; None: all
         self.now = now
         self._order: dict[str, list[str]] = {}  # alias -> commits in the order they are read
+        self._located: dict[str, Repo | GitError] = {}  # alias -> where git is told to look
         self._streams: dict[str, tuple[Iterator[Commit], dict[str, Commit]]] = {}
 
     # -- containers -----------------------------------------------------------------------------
@@ -109,19 +116,26 @@ class CodeKind:
         stop = should_stop or (lambda: False)
         files: list[FileState] = []
         skipped: list[tuple[str, Skip]] = []
+        self._located.clear()  # a .git file may have changed since the last pass
         for alias, repo in self.repos.items():
             if stop():
                 raise Interrupted(f"listing {repo} was interrupted")
             if not os.path.isdir(repo):
                 skipped.append((alias, Skip("unreadable", f"{repo} is not a folder now")))
                 continue
-            git_ok = True
+            where = self._git(alias)
+            if isinstance(where, GitOutside):
+                skipped.append((alias, Skip("git_outside", str(where))))
+                continue
+            unreadable = where if isinstance(where, GitError) else None
             if self._wants(alias, "files"):
-                try:
-                    rels = list_files(repo)
-                except GitError as exc:
-                    git_ok = False
-                    skipped.append((f"{alias}/{COMMITS}", Skip("git_unreadable", str(exc))))
+                rels: list[str] | None = None
+                if isinstance(where, Repo):
+                    try:
+                        rels = list_files(where)
+                    except GitError as exc:
+                        unreadable = exc
+                if rels is None:
                     rels = [f.path for f in walk_vault(Path(repo), exclude=(".git",),
                                                        suffixes=_SUFFIXES,
                                                        should_stop=stop,
@@ -129,10 +143,13 @@ class CodeKind:
                 self._files(alias, repo, rels, files, skipped, stop)
                 if max_entries is not None and len(files) > max_entries:
                     raise TooManyFiles.at(repo, max_entries)
-            if git_ok and self._wants(alias, "commits") and self.settings.history_months > 0:
+            if unreadable is not None:
+                skipped.append((f"{alias}/{COMMITS}", Skip("git_unreadable", str(unreadable))))
+            elif isinstance(where, Repo) and self._wants(alias, "commits") \
+                    and self.settings.history_months > 0:
                 since = int(self.now() - self.settings.history_months * MONTH_S)
                 try:
-                    commits = list_commits(repo, since, MAX_COMMITS, stop)
+                    commits = list_commits(where, since, MAX_COMMITS, stop)
                 except GitError as exc:
                     skipped.append((f"{alias}/{COMMITS}", Skip("git_unreadable", str(exc))))
                     continue
@@ -141,6 +158,19 @@ class CodeKind:
                 files.extend(FileState(f"{alias}/{COMMITS}/{sha}", 0, ts * 1_000_000_000)
                              for sha, ts in commits)
         return WalkResult(files, skipped)
+
+    def _git(self, alias: str) -> Repo | GitError:
+        """Where git is told the repository is, or why it is not run on it: a ``.git`` file
+        is followed only into the group's own repositories (worktrees and submodules of
+        them), and git never looks above the folder."""
+        where = self._located.get(alias)
+        if where is None:
+            try:
+                where = locate(self.repos[alias], inside=self.repos.values())
+            except GitError as exc:
+                where = exc
+            self._located[alias] = where
+        return where
 
     def _wants(self, alias: str, what: str) -> bool:
         return self.scope is None or (alias, what) in self.scope or (alias, "") in self.scope
@@ -204,6 +234,11 @@ class CodeKind:
         repo = self.repos.get(alias)
         if repo is None:
             return
+        where = self._git(alias)
+        if isinstance(where, GitOutside):  # nothing of it is read, its files neither
+            skip = Skip("git_outside", str(where))
+            yield Entry(f"skip:{rel}", "", "", 0, lambda: skip)
+            return
         if path.startswith(COMMITS + "/"):
             yield from self._commit_entries(alias, repo, path.split("/", 1)[1])
         else:
@@ -236,7 +271,8 @@ class CodeKind:
 
     # -- commits --------------------------------------------------------------------------------
     def _commit_entries(self, alias: str, repo: str, sha: str) -> Iterator[Entry]:
-        commit = self._commit(alias, repo, sha)
+        where = self._git(alias)  # a folder that lost its .git: its commits are gone
+        commit = self._commit(alias, where, sha) if isinstance(where, Repo) else None
         if commit is None:
             return
         vendored = set(self.settings.vendored)
@@ -250,7 +286,7 @@ class CodeKind:
             yield Entry(f"commit:{alias}:{sha}:{path}", "", digest, 1,
                         _later(commit_document, commit, change, alias, repo))
 
-    def _commit(self, alias: str, repo: str, sha: str) -> Commit | None:
+    def _commit(self, alias: str, where: Repo, sha: str) -> Commit | None:
         """One commit, from the git log streaming the batch it is in (started at it, with
         the commits after it that the catalog does not have)."""
         stream = self._streams.get(alias)
@@ -266,10 +302,11 @@ class CodeKind:
                         held[c.sha] = c
             if attempt:
                 return None
-            stream = self._batch(alias, repo, sha)
+            stream = self._batch(alias, where, sha)
         return None
 
-    def _batch(self, alias: str, repo: str, sha: str) -> tuple[Iterator[Commit], dict[str, Commit]]:
+    def _batch(self, alias: str, where: Repo,
+               sha: str) -> tuple[Iterator[Commit], dict[str, Commit]]:
         order = self._order.get(alias, [])
         try:
             at = order.index(sha)
@@ -282,7 +319,7 @@ class CodeKind:
         if old is not None:
             _close(old[0])
         stream: tuple[Iterator[Commit], dict[str, Commit]] = (
-            read_commits(repo, batch, max_files=self.settings.max_commit_files), {})
+            read_commits(where, batch, max_files=self.settings.max_commit_files), {})
         self._streams[alias] = stream
         return stream
 

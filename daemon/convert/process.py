@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from queue import SimpleQueue
-from typing import Any
+from typing import Any, Protocol
 
 from ragd.daemon.errors import ConverterBusy
 from ragd.daemon.models import Skip
@@ -330,8 +330,18 @@ class _Spawner:
                 future.set_exception(exc)
 
 
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
 _SPAWNER = _Spawner()
-_WORKERS: weakref.WeakSet[ConversionWorker] = weakref.WeakSet()
+_WORKERS: weakref.WeakSet[Cancellable] = weakref.WeakSet()
+
+
+def register_cancellable(worker: Cancellable) -> None:
+    """Have ``worker.cancel()`` called when the daemon stops (``stop_children``): the
+    extraction pool registers itself so (decision 0041)."""
+    _WORKERS.add(worker)
 _CHILDREN: set[_Child] = set()  # alive or not yet reaped
 
 

@@ -6,10 +6,8 @@ index, so an interrupted run resumes where it stopped and searches see progress 
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import functools
-import hashlib
 import logging
 import os
 import threading
@@ -24,21 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from ragd.daemon.convert.bounds import MAX_TEXT_CHARS, TRUNCATED, cut
 from ragd.daemon.embed.embedding import Embedder
 from ragd.daemon.errors import Interrupted
+from ragd.daemon.extract.kinds import spec_of
+from ragd.daemon.extract.pool import ExtractPool
+from ragd.daemon.extract.stream import RemoteEntryStream
+from ragd.daemon.extract.work import Chunker, Loaded, load_entry, load_file
 from ragd.daemon.indexer.containers import plan_containers
 from ragd.daemon.indexer.readahead import CarryKey, EntryStream, Loader, ReadAhead
 from ragd.daemon.indexer.reconcile import Plan, RetryClock, reconcile
 from ragd.daemon.indexer.timings import Spans
 from ragd.daemon.models import ChunkDraft, Document, FileState, Skip
-from ragd.daemon.sources.base import (
-    ContainerKind,
-    Entry,
-    SourceKind,
-    read_source_bytes,
-    sha256_file,
-)
+from ragd.daemon.sources.base import ContainerKind, Entry, SourceKind, sha256_file
 from ragd.daemon.sources.files import prefix_fingerprint
 from ragd.daemon.stores import IndexStore, backlog
 from ragd.daemon.stores.backlog import Counts
@@ -52,8 +47,6 @@ from ragd.daemon.stores.catalog import (
     text_hash,
 )
 from ragd.daemon.stores.fulltext import CommitYielded
-from ragd.daemon.text.chunking import chunk_markdown
-from ragd.daemon.text.properties import properties_chunks
 
 log = logging.getLogger(__name__)
 
@@ -131,16 +124,6 @@ class IndexReport:
         }
 
 
-@dataclass(frozen=True)
-class _Loaded:
-    """One file read and parsed, or what went wrong, and how long it took."""
-
-    sha256: str
-    doc: Document | Skip | Exception
-    seconds: float
-    chunked: list[ChunkDraft] | Exception | None = None  # Indexer._chunk's, for a Document
-
-
 @dataclass
 class _Parsed:
     sha256: str
@@ -212,6 +195,9 @@ class Indexer:
         # Containers' documents load here, off the writer; a load a yield cut short is
         # carried to the next pass (readahead.EntryStream).
         self._loader = Loader()
+        # Where files and containers are read: extraction workers under a deadline (the
+        # daemon, decision 0041); None reads them on this process's threads (tests).
+        self.extract: ExtractPool | None = None
         self._carried: dict[CarryKey, Future[Any]] = {}
         self._carried_files: dict[Any, Future[Any]] = {}  # a folder's loads (ReadAhead)
         self.backlog = Counts()  # refreshed after every commit and every embedded slice
@@ -386,10 +372,18 @@ class Indexer:
             return force or rec is None or rec.status != "ok" or not entry.content_hash \
                 or rec.sha256 != entry.content_hash
 
-        stream: EntryStream[_Loaded] = EntryStream(
-            lambda f, start: kind.entries(root, f.path, start), todo, wanted=wanted,
-            load=self._load_entry, loader=self._loader, carry=self._carried,
-            should_stop=self.should_stop, give_way=lambda: self.give_way())
+        spec = spec_of(kind, root) if self.extract is not None else None
+        stream: EntryStream[Loaded] | RemoteEntryStream
+        if spec is not None and self.extract is not None:  # decision 0041
+            stream = RemoteEntryStream(
+                self.extract, kind, spec, todo, wanted=wanted,
+                carry=self._carried, should_stop=self.should_stop,
+                give_way=lambda: self.give_way(), urgent=self.urgency != backlog.BULK)
+        else:
+            stream = EntryStream(
+                lambda f, start: kind.entries(root, f.path, start), todo, wanted=wanted,
+                load=self._load_entry, loader=self._loader, carry=self._carried,
+                should_stop=self.should_stop, give_way=lambda: self.give_way())
         state = _Pass()
         last: list[ContainerRecord] = []  # rewritten: recorded when their losses are
         current: tuple[FileState, int] | None = None  # (container, end of what is handled)
@@ -436,23 +430,15 @@ class Indexer:
         self._flush(coll, state.group, report, state.done, state.copies)
         return last
 
-    def _load_entry(self, entry: Entry) -> _Loaded:
-        """Load one document of a container and chunk it: on the loader thread, so a mail's
-        attachments or a book's conversion never hold the writer."""
-        t0 = time.perf_counter()
-        try:
-            doc: Document | Skip | Exception = entry.load()
-        except Exception as exc:  # one broken message never stops a mailbox
-            doc = exc
-        chunked = None
-        if isinstance(doc, Document):
-            doc, chunked = self._chunk(doc)
-        return _Loaded(entry.content_hash, doc, time.perf_counter() - t0, chunked)
+    def _load_entry(self, entry: Entry) -> Loaded:
+        """Load one document of a container and chunk it, on the loader thread (a kind read
+        in the daemon: a test's, or without an extraction pool)."""
+        return load_entry(entry, self.chunker)
 
     def _entry(self, coll: Collection, kind: ContainerKind, root: Path, f: FileState,
                entry: Entry, keyed: dict[str, KeyedRecord], seen: set[str], reread: set[str],
                report: IndexReport, force: bool, copies: list[tuple[str, str, str]],
-               load: Callable[[], _Loaded] | None = None) -> _Parsed | None:
+               load: Callable[[], Loaded] | None = None) -> _Parsed | None:
         """Step two for one document: unchanged, a copy, a move, or read and chunked
         (``load``: the load started ahead; raises ``Interrupted`` while it runs when small
         work arrives)."""
@@ -530,7 +516,10 @@ class Indexer:
         total = report.planned = len(todo)
         group: list[_Parsed] = []
         pending_chunks = 0
-        ahead = ReadAhead(lambda f: self._load(kind, root, f), todo, self.should_stop,
+        spec = spec_of(kind, root) if self.extract is not None else None
+        urgent = self.urgency != backlog.BULK
+        ahead = ReadAhead(lambda f: self._load(kind, root, f, spec, urgent), todo,
+                          self.should_stop,
                           lambda: self.give_way(), carry=self._carried_files,
                           key=lambda f: (coll.id, f.path, f.size, f.mtime_ns))
         try:
@@ -555,7 +544,7 @@ class Indexer:
         self.on_progress(Progress(coll.name, "index", total, total, report.embedded))
 
     def _take(self, coll: Collection, kind: SourceKind, root: Path, f: FileState,
-              loaded: _Loaded, report: IndexReport, group: list[_Parsed], pending_chunks: int,
+              loaded: Loaded, report: IndexReport, group: list[_Parsed], pending_chunks: int,
               n: int, total: int) -> tuple[list[_Parsed], int]:
         """Add one read file to the group; commit the group when it is full."""
         parsed = self._read(coll, kind, root, f, report, loaded)
@@ -571,9 +560,15 @@ class Indexer:
 
     def _move(self, coll: Collection, kind: SourceKind, root: Path, old: str, new: FileState,
               report: IndexReport) -> None:
-        data = read_source_bytes(root, new.path,
-                                  kind.max_bytes(new.path, self.max_file_bytes))
-        doc = kind.parse(new.path, data) if isinstance(data, bytes) else data
+        spec = spec_of(kind, root) if self.extract is not None else None
+        if spec is not None and self.extract is not None:
+            loaded = self.extract.load_file(spec, new.path, self.max_file_bytes,
+                                            urgent=self.urgency != backlog.BULK, chunk=False)
+        else:
+            loaded = load_file(kind, root, new.path, self.max_file_bytes, None)
+        doc = loaded.doc
+        if isinstance(doc, Exception):
+            doc = self._unexpected(new.path, doc, report)
         if isinstance(doc, Skip):
             self.catalog.delete_sources(coll.id, [old])
             self.catalog.record_skip(coll.id, new.path, code=doc.code, detail=doc.detail)
@@ -587,25 +582,17 @@ class Indexer:
         meta["source_uri"] = kind.uri(root, rel)
         return meta
 
-    def _load(self, kind: SourceKind, root: Path, f: FileState) -> _Loaded:
-        """Read and parse (convert) one file: on the read-ahead thread, so it touches
-        nothing but the file and the doc store."""
-        t0 = time.perf_counter()
-        try:
-            data = read_source_bytes(root, f.path, kind.max_bytes(f.path, self.max_file_bytes))
-            sha = hashlib.sha256(data).hexdigest() if isinstance(data, bytes) else ""
-            doc: Document | Skip | Exception = (kind.parse(f.path, data)
-                                                 if isinstance(data, bytes) else data)
-        except Exception as exc:  # one broken file never stops a collection
-            doc, sha = exc, ""
-        chunked = None
-        if isinstance(doc, Document):
-            doc, chunked = self._chunk(doc)
-        return _Loaded(sha, doc, time.perf_counter() - t0, chunked)
+    def _load(self, kind: SourceKind, root: Path, f: FileState, spec: dict[str, Any] | None,
+              urgent: bool) -> Loaded:
+        """Read, parse (convert) and chunk one file, on the read-ahead thread: in an
+        extraction worker under its deadline (decision 0041), or here for a kind a worker
+        cannot rebuild (a test's)."""
+        if spec is not None and self.extract is not None:
+            return self.extract.load_file(spec, f.path, self.max_file_bytes, urgent=urgent)
+        return load_file(kind, root, f.path, self.max_file_bytes, self.chunker)
 
     def _read(self, coll: Collection, kind: SourceKind, root: Path, f: FileState,
-              report: IndexReport, loaded: _Loaded | None = None) -> _Parsed | None:
-        loaded = loaded or self._load(kind, root, f)
+              report: IndexReport, loaded: Loaded) -> _Parsed | None:
         sha, doc = loaded.sha256, loaded.doc
         if isinstance(doc, Exception):
             doc = self._unexpected(f.path, doc, report)
@@ -630,7 +617,7 @@ class Indexer:
         (``_chunk``, on the read-ahead thread)."""
         t0 = time.perf_counter()
         if chunked is None:
-            doc, chunked = self._chunk(doc)
+            doc, chunked = self.chunker(doc)
         report.warnings.extend((path, w) for w in doc.warnings)
         try:
             if isinstance(chunked, Exception):
@@ -656,23 +643,10 @@ class Indexer:
             recency=_recency(doc.date if by_date else None, mtime_ns))
         return _Parsed(sha, doc, update)
 
-    def _chunk(self, doc: Document) -> tuple[Document, list[ChunkDraft] | Exception]:
-        """The document cut to MAX_TEXT_CHARS (whatever produced it, decision 0022) and its
-        chunks, or the exception chunking raised. Pure: runs on the read-ahead thread, where
-        a long book's seconds of token counting do not hold up a saved note."""
-        text, was_cut = cut(doc.text, MAX_TEXT_CHARS)
-        if was_cut:
-            doc = dataclasses.replace(doc, text=text,
-                                      warnings=tuple(dict.fromkeys((*doc.warnings, TRUNCATED))))
-        try:
-            count, limit = self.embedder.count_tokens, self.embedder.max_tokens
-            chunks = chunk_markdown(doc.title, doc.text, count_tokens=count, max_tokens=limit)
-            # After the body, so a new note's first chunk id is its first body chunk.
-            chunks += properties_chunks(doc, has_body=bool(chunks), count_tokens=count,
-                                        max_tokens=limit)
-        except Exception as exc:
-            return doc, exc
-        return doc, chunks
+    @property
+    def chunker(self) -> Chunker:
+        """Chunks for the embedder's model (``ragd.daemon.extract.work``)."""
+        return Chunker(self.embedder.count_tokens, self.embedder.max_tokens)
 
     @staticmethod
     def _unexpected(path: str, exc: Exception, report: IndexReport) -> Skip:

@@ -15,6 +15,7 @@ ragd cannot read its format, becomes chapters in the conversion worker
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -107,6 +108,19 @@ class CalibreKind:
 
     def appendable(self, rel: str) -> bool:
         return False
+
+    def walk_state(self, paths: Sequence[str]) -> dict[str, Any]:
+        """The books ``paths`` name as the walk read them from metadata.db: an extraction
+        worker reads them with a kind of its own (decision 0041)."""
+        return {p: [dataclasses.asdict(self._books[p][0]), self._books[p][1]]
+                for p in paths if p in self._books}
+
+    def take_walk_state(self, state: dict[str, Any]) -> None:
+        self._books = {}
+        for path, (fields, fmt) in state.items():
+            for name in ("authors", "tags", "languages"):
+                fields[name] = tuple(fields.get(name) or ())
+            self._books[path] = (Book(**fields), fmt)
 
     def choose_format(self, book: Book) -> str | None:
         """The first format of the configured order the book has; else one ebook-convert

@@ -229,6 +229,19 @@ class CodeKind:
     def appendable(self, rel: str) -> bool:
         return False
 
+    def walk_state(self, paths: Sequence[str]) -> dict[str, Any]:
+        """The order the walk put the commits of ``paths`` in (one ``git log`` reads a batch
+        of them): an extraction worker reads them with a kind of its own (decision 0041)."""
+        order: dict[str, list[str]] = {}
+        for rel in paths:
+            alias, path = split_container(rel)
+            if path.startswith(COMMITS + "/"):
+                order.setdefault(alias, []).append(path.split("/", 1)[1])
+        return {"order": order}
+
+    def take_walk_state(self, state: dict[str, Any]) -> None:
+        self._order = {alias: list(shas) for alias, shas in state.get("order", {}).items()}
+
     def entries(self, root: Path, rel: str, start: int) -> Iterator[Entry]:
         alias, path = split_container(rel)
         repo = self.repos.get(alias)

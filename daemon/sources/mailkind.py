@@ -19,7 +19,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -115,6 +115,14 @@ class MailKind:
     def appendable(self, rel: str) -> bool:
         found = self._files.get(rel)
         return found is not None and found.kind == "mbox"
+
+    def walk_state(self, paths: Sequence[str]) -> dict[str, Any]:
+        """What ``entries`` needs of the walk, for the containers ``paths``: an extraction
+        worker reads them with a kind of its own (decision 0041)."""
+        return {p: dataclasses.astuple(self._files[p]) for p in paths if p in self._files}
+
+    def take_walk_state(self, state: dict[str, Any]) -> None:
+        self._files = {p: MailFile(*row) for p, row in state.items()}
 
     def entries(self, root: Path, rel: str, start: int) -> Iterator[Entry]:
         """The messages of one container from byte ``start`` on (0 but for a grown mbox)."""

@@ -37,7 +37,7 @@ from ragd.daemon.convert.process import (
 )
 from ragd.daemon.extract import wire
 from ragd.daemon.extract.work import Loaded
-from ragd.daemon.models import Skip
+from ragd.daemon.models import ChunkDraft, Skip
 
 log = logging.getLogger(__name__)
 
@@ -334,7 +334,7 @@ def receive(proc: WorkerProc, clock: Clock, content_hash: str, t0: float) -> Loa
         total = frame.get("chunks")
         if not isinstance(total, int) or total < 0:
             raise wire.FrameError("no chunk count")
-        chunks = []
+        chunks: list[ChunkDraft] = []
         while len(chunks) < total:
             more = proc.recv(clock)
             if more.get("t") != "chunks":

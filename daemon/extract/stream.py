@@ -17,8 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -26,13 +25,12 @@ from ragd.daemon.convert.process import ConversionCancelled
 from ragd.daemon.errors import Interrupted
 from ragd.daemon.extract.pool import Clock, ExtractPool, ItemFailed, WorkerProc, receive
 from ragd.daemon.extract.work import Loaded
-from ragd.daemon.indexer.readahead import CARRY_MAX, STEP_S, CarryKey, Item, _stop_waiting
+from ragd.daemon.indexer.readahead import _DONE, CARRY_MAX, CarryKey, Handover, Item
 from ragd.daemon.models import Document, FileState, Skip
 from ragd.daemon.sources.base import Entry
 
 log = logging.getLogger(__name__)
 
-_DONE = object()
 
 
 def _never() -> Document | Skip:
@@ -45,7 +43,7 @@ def _done(value: Loaded) -> Future[Loaded]:
     return future
 
 
-class RemoteEntryStream:
+class RemoteEntryStream(Handover[Loaded]):
     """``EntryStream``'s contract, with the reading in a worker of ``pool``."""
 
     def __init__(self, pool: ExtractPool, kind: Any, spec: dict[str, Any],
@@ -54,16 +52,11 @@ class RemoteEntryStream:
                  should_stop: Callable[[], bool], give_way: Callable[[], bool] = lambda: False,
                  urgent: bool = False, max_items: int = 512,
                  max_bytes: int = 32 * 2**20) -> None:
+        super().__init__(carry, should_stop, give_way, max_items, max_bytes)
         self._pool, self._kind, self._spec, self._todo = pool, kind, spec, list(todo)
         self._appendable: Callable[[str], bool] = kind.appendable
-        self._wanted, self._carry = wanted, carry
-        self._should_stop, self._give_way = should_stop, give_way
+        self._wanted = wanted
         self._urgent = urgent
-        self._max_items, self._max_bytes = max_items, max_bytes
-        self._items: deque[Any] = deque()
-        self._bytes = 0
-        self._cond = threading.Condition()
-        self._closed = False
         self.failures = 0  # items skipped for a deadline or a dead worker (tests)
         self._loading: tuple[int, FileState, Entry] | None = None  # the entry being loaded
         self._thread = threading.Thread(target=self._run, name="ragd-extract-stream",
@@ -100,8 +93,9 @@ class RemoteEntryStream:
                 start = self._todo[at][1]
         if at >= len(self._todo):
             return None
-        todo = [[f.path, start if i == 0 else s, skip if i == 0 else 0]
-                for i, (f, s) in enumerate(self._todo[at:])]
+        todo: list[tuple[str, int, int]] = [
+            (f.path, start if i == 0 else s, skip if i == 0 else 0)
+            for i, (f, s) in enumerate(self._todo[at:])]
         counts = [0] * len(todo)
         ends = [row[1] for row in todo]
         with self._pool.lease(urgent=self._urgent) as proc:
@@ -162,7 +156,7 @@ class RemoteEntryStream:
             self._loading = None
             future = _done(loaded)
             if self._closed:  # the writer went on without it: for the next pass
-                self._keep(key, future)
+                self._carry_as(key, future)
                 self._stopping(proc, n, f)
                 return False
         else:
@@ -199,53 +193,13 @@ class RemoteEntryStream:
         (a pass that gave way to saves would otherwise start it over each time)."""
         skip = _stop(proc, self._pool.settings.timeout_s)
         if skip is not None:
-            self._keep(_listing_key(f), _done(Loaded("", skip, 0.0)))
+            self._carry_as(_listing_key(f), _done(Loaded("", skip, 0.0)))
 
     def _put_skip(self, n: int, f: FileState, skip: Skip) -> None:
         entry = Entry(f"skip:{f.path}", "", "", 0, _never)
         self._put(Item(n, f, entry, _done(Loaded("", skip, 0.0)), size=1))
 
-    def _put(self, item: Any) -> None:
-        size = item.size if isinstance(item, Item) else 0
-        with self._cond:
-            while not self._closed and self._items and (
-                    self._bytes + size > self._max_bytes or len(self._items) >= self._max_items):
-                self._cond.wait(STEP_S)
-            if self._closed and isinstance(item, Item):
-                if item.future is not None and item.entry is not None:
-                    self._keep((item.file.path, item.entry.locator, item.entry.key,
-                                item.entry.content_hash), item.future)
-                return
-            self._items.append(item)
-            self._bytes += size
-            self._cond.notify_all()
-
     # -- the writer ------------------------------------------------------------------------------
-    def __iter__(self) -> Iterator[Item[Loaded]]:
-        while True:
-            item = self._next()
-            if item is None:
-                return
-            yield item
-
-    def _next(self) -> Item[Loaded] | None:
-        since = time.monotonic()
-        with self._cond:
-            while not self._items:
-                self._cond.wait(STEP_S)
-                if not self._items and _stop_waiting(self._should_stop, self._give_way, since):
-                    raise Interrupted("reading was interrupted")
-            item = self._items.popleft()
-            if isinstance(item, Item):
-                self._bytes -= item.size
-            self._cond.notify_all()
-        if item is _DONE:
-            return None
-        if isinstance(item, BaseException):
-            raise item
-        assert isinstance(item, Item)
-        return item
-
     def result(self, item: Item[Loaded]) -> Loaded:
         """The load of ``item``, done in the worker when it was listed. An entry the writer
         wants that was not wanted when listed (the catalog changed in between) is skipped as
@@ -260,17 +214,12 @@ class RemoteEntryStream:
     def close(self) -> None:
         """Stop reading: the worker is told at its next entry; a load under way is finished
         and kept for the next pass."""
-        with self._cond:
-            self._closed = True
-            left = [i for i in self._items if isinstance(i, Item)]
-            self._items.clear()
-            self._cond.notify_all()
-        for item in left:
-            if item.future is not None and item.entry is not None and not item.used:
-                self._keep((item.file.path, item.entry.locator, item.entry.key,
-                            item.entry.content_hash), item.future)
+        for item in self._close_queue():
+            if not item.used:
+                self._keep(item)
 
-    def _keep(self, key: CarryKey, future: Future[Any]) -> None:
+    def _carry_as(self, key: CarryKey, future: Future[Any]) -> None:
+        """Keep a load (or a failed listing) for the next pass under ``key``."""
         self._carry[key] = future
         while len(self._carry) > CARRY_MAX:
             self._carry.pop(next(iter(self._carry)))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Sequence
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from ragd.daemon.models import ChunkDraft, Document, Skip
 
@@ -39,7 +39,7 @@ class FrameError(Exception):
     """A frame that breaks the protocol (too large, not JSON, cut short)."""
 
 
-def write_frame(out: BinaryIO, obj: Any) -> None:
+def write_frame(out: IO[bytes], obj: Any) -> None:
     """Send one frame and flush it."""
     data = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str).encode(
         "utf-8", "surrogatepass")
@@ -47,7 +47,7 @@ def write_frame(out: BinaryIO, obj: Any) -> None:
     out.flush()
 
 
-def read_frame(inp: BinaryIO, max_bytes: int = MAX_FRAME_BYTES) -> Any:
+def read_frame(inp: IO[bytes], max_bytes: int = MAX_FRAME_BYTES) -> Any:
     """The next frame, or None at the end of the stream. Raises ``FrameError``."""
     head = _read_exactly(inp, _LEN.size)
     if head is None:
@@ -64,7 +64,7 @@ def read_frame(inp: BinaryIO, max_bytes: int = MAX_FRAME_BYTES) -> Any:
         raise FrameError(f"a frame that is not JSON: {exc}") from None
 
 
-def _read_exactly(inp: BinaryIO, n: int) -> bytes | None:
+def _read_exactly(inp: IO[bytes], n: int) -> bytes | None:
     parts: list[bytes] = []
     left = n
     while left:

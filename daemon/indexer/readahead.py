@@ -156,7 +156,85 @@ _DONE = object()
 CarryKey = tuple[str, str, str, str]
 
 
-class EntryStream(Generic[T]):
+class Handover(Generic[T]):
+    """The queue between a thread that reads containers and the writer: items in order,
+    bounded by ``max_items`` and ``max_bytes`` of container bytes; loads the writer did not
+    take when it closes are kept in ``carry`` for the next pass. ``EntryStream`` reads on a
+    thread here, ``ragd.daemon.extract.stream`` in a worker process."""
+
+    def __init__(self, carry: dict[CarryKey, Future[Any]], should_stop: Callable[[], bool],
+                 give_way: Callable[[], bool], max_items: int, max_bytes: int) -> None:
+        self._carry = carry
+        self._should_stop, self._give_way = should_stop, give_way
+        self._max_bytes, self._max_items = max_bytes, max_items
+        self._items: deque[Item[T] | BaseException | object] = deque()
+        self._bytes = 0
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def _put(self, item: Item[T] | BaseException | object) -> None:
+        size = item.size if isinstance(item, Item) else 0
+        with self._cond:
+            while not self._closed and self._items and (
+                    self._bytes + size > self._max_bytes or len(self._items) >= self._max_items):
+                self._cond.wait(STEP_S)
+            if self._closed and isinstance(item, Item):
+                self._keep(item)
+                return
+            self._items.append(item)
+            self._bytes += size
+            self._cond.notify_all()
+
+    def __iter__(self) -> Iterator[Item[T]]:
+        while True:
+            item = self._next()
+            if item is None:
+                return
+            yield item
+
+    def _next(self) -> Item[T] | None:
+        """The next item; raises ``Interrupted`` when should_stop says so while waiting (or
+        give_way, after ``GIVE_WAY_S``: a 40 MB message being parsed)."""
+        since = time.monotonic()
+        with self._cond:
+            while not self._items:
+                self._cond.wait(STEP_S)
+                if not self._items and _stop_waiting(self._should_stop, self._give_way, since):
+                    raise Interrupted("reading was interrupted")
+            item = self._items.popleft()
+            if isinstance(item, Item):
+                self._bytes -= item.size
+            self._cond.notify_all()
+        if item is _DONE:
+            return None
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, Item)
+        self._handed(item)
+        return item
+
+    def _handed(self, item: Item[T]) -> None:
+        """Called for each item the writer takes."""
+
+    def _close_queue(self) -> list[Item[T]]:
+        """Stop taking items; the ones still queued."""
+        with self._cond:
+            self._closed = True
+            left = [i for i in self._items if isinstance(i, Item)]
+            self._items.clear()
+            self._cond.notify_all()
+        return left
+
+    def _keep(self, item: Item[T]) -> None:
+        future, entry = item.future, item.entry
+        if future is None or entry is None or future.cancel():
+            return
+        self._carry[(item.file.path, entry.locator, entry.key, entry.content_hash)] = future
+        while len(self._carry) > CARRY_MAX:  # loads no pass came back for
+            self._carry.pop(next(iter(self._carry)))
+
+
+class EntryStream(Handover[T]):
     """The entries of containers read on a thread ahead of the writer (mail parsed, a book's
     record looked up), and the documents that will be needed loaded on the ``Loader``: the
     writer only decides and commits, so a saved note never waits behind one message or book
@@ -174,16 +252,10 @@ class EntryStream(Generic[T]):
                  carry: dict[CarryKey, Future[Any]], should_stop: Callable[[], bool],
                  give_way: Callable[[], bool] = lambda: False,
                  max_bytes: int = 32 * 2**20, max_items: int = 512, max_loads: int = 4) -> None:
+        super().__init__(carry, should_stop, give_way, max_items, max_bytes)
         self._read, self._todo = read, todo
         self._wanted, self._load, self._loader = wanted, load, loader
-        self._carry = carry
-        self._should_stop, self._give_way = should_stop, give_way
-        self._max_bytes, self._max_items = max_bytes, max_items
         self._loads = threading.Semaphore(max_loads)
-        self._items: deque[Item[T] | BaseException | object] = deque()
-        self._bytes = 0
-        self._cond = threading.Condition()
-        self._closed = False
         self._taken: Item[T] | None = None
         self._thread = threading.Thread(target=self._run, name="ragd-entries", daemon=True)
         self._thread.start()
@@ -213,49 +285,11 @@ class EntryStream(Generic[T]):
         return carried if carried is not None else self._loader.submit(
             lambda: self._load(entry))
 
-    def _put(self, item: Item[T] | BaseException | object) -> None:
-        size = item.size if isinstance(item, Item) else 0
-        with self._cond:
-            while not self._closed and self._items and (
-                    self._bytes + size > self._max_bytes or len(self._items) >= self._max_items):
-                self._cond.wait(STEP_S)
-            if self._closed and isinstance(item, Item):
-                self._keep(item)
-                return
-            self._items.append(item)
-            self._bytes += size
-            self._cond.notify_all()
-
     # -- the writer -------------------------------------------------------------------------
-    def __iter__(self) -> Iterator[Item[T]]:
-        while True:
-            item = self._next()
-            if item is None:
-                return
-            yield item
-
-    def _next(self) -> Item[T] | None:
-        """The next item; raises ``Interrupted`` when should_stop says so while waiting (or
-        give_way, after ``GIVE_WAY_S``: a 40 MB message being parsed)."""
-        since = time.monotonic()
-        with self._cond:
-            while not self._items:
-                self._cond.wait(STEP_S)
-                if not self._items and _stop_waiting(self._should_stop, self._give_way, since):
-                    raise Interrupted("reading was interrupted")
-            item = self._items.popleft()
-            if isinstance(item, Item):
-                self._bytes -= item.size
-            self._cond.notify_all()
-        if item is _DONE:
-            return None
-        if isinstance(item, BaseException):
-            raise item
-        assert isinstance(item, Item)
+    def _handed(self, item: Item[T]) -> None:
         if item.future is not None:
             self._loads.release()
             self._taken = item
-        return item
 
     def result(self, item: Item[T]) -> T:
         """The load of ``item``: the one started ahead, or one started now. Raises
@@ -279,23 +313,8 @@ class EntryStream(Generic[T]):
 
     def close(self) -> None:
         """Stop reading; keep the loads under way or done for the next pass, drop the rest."""
-        with self._cond:
-            self._closed = True
-            left = [i for i in self._items if isinstance(i, Item)]
-            self._items.clear()
-            self._cond.notify_all()
+        left = self._close_queue()
         if self._taken is not None and not self._taken.used:
             self._keep(self._taken)
         for item in left:
             self._keep(item)
-
-    def _keep(self, item: Item[T]) -> None:
-        future, entry = item.future, item.entry
-        if future is None or entry is None or future.cancel():
-            return
-        self._carry[(item.file.path, entry.locator, entry.key, entry.content_hash)] = future
-        while len(self._carry) > CARRY_MAX:  # loads no pass came back for
-            self._carry.pop(next(iter(self._carry)))
-
-
-CARRY_MAX = 8

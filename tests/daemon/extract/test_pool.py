@@ -1,0 +1,148 @@
+"""Extraction workers (decision 0041), real processes: a file read in a worker gives what the
+daemon's own reading gives; an item past its deadline, or whose worker is killed, is skipped
+with its code and the next item goes on in a fresh worker; a container's entries are streamed
+and loaded there; a long text is indexed in part within the chunking budget."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ragd.daemon.embed.embedding import tokenizer_file
+from ragd.daemon.extract.kinds import spec_of
+from ragd.daemon.extract.pool import ExtractPool, PoolSettings
+from ragd.daemon.extract.stream import RemoteEntryStream
+from ragd.daemon.extract.work import Chunker, load_file
+from ragd.daemon.models import Document, FileState, Skip
+from ragd.daemon.sources.base import kind_for
+from ragd.daemon.text.chunking import tokenizer_counter
+
+pytestmark = pytest.mark.slow
+
+NOTE = """---
+tags: [birds, lakes]
+---
+# Herons
+
+Herons wait at the edge of the lake.
+
+## Feeding
+
+They eat fish and frogs.
+"""
+
+
+def _pool(timeout_s: float = 30.0, workers: int = 2) -> ExtractPool:
+    return ExtractPool(PoolSettings(tokenizer_file(), 256, timeout_s, 1024, workers))
+
+
+@pytest.fixture
+def pool() -> Iterator[ExtractPool]:
+    p = _pool()
+    yield p
+    p.close()
+
+
+def _slow_note(folder: Path, name: str) -> None:
+    rng = random.Random(3)
+    body = "".join(chr(0x4E00 + rng.randint(0, 5000)) for _ in range(1_200_000))
+    (folder / name).write_text(f"# Slow\n\n{body}\n", encoding="utf-8")
+
+
+def test_a_note_read_in_a_worker_is_what_the_daemon_reads(tmp_path: Path,
+                                                         pool: ExtractPool) -> None:
+    (tmp_path / "Herons.md").write_text(NOTE, encoding="utf-8")
+    kind = kind_for("vault", (), None, tmp_path)
+    spec = spec_of(kind, tmp_path)
+    assert spec is not None
+    remote = pool.load_file(spec, "Herons.md", 10 * 2**20, urgent=True)
+    here = load_file(kind, tmp_path, "Herons.md", 10 * 2**20,
+                     Chunker(tokenizer_counter(tokenizer_file()), 256))
+    assert isinstance(remote.doc, Document) and isinstance(here.doc, Document)
+    assert remote.sha256 == here.sha256
+    assert (remote.doc.title, remote.doc.metadata, remote.doc.warnings) == \
+        (here.doc.title, here.doc.metadata, here.doc.warnings)
+    assert remote.chunked == here.chunked
+
+
+def test_an_item_past_its_deadline_is_skipped_and_the_next_goes_on(tmp_path: Path) -> None:
+    _slow_note(tmp_path, "slow.md")
+    (tmp_path / "next.md").write_text(NOTE, encoding="utf-8")
+    pool = _pool(timeout_s=1.0)
+    try:
+        spec = spec_of(kind_for("vault", (), None, tmp_path), tmp_path)
+        assert spec is not None
+        slow = pool.load_file(spec, "slow.md", 10 * 2**20, urgent=False)
+        assert isinstance(slow.doc, Skip) and slow.doc.code == "extract_timeout", slow
+        after = pool.load_file(spec, "next.md", 10 * 2**20, urgent=False)
+        assert isinstance(after.doc, Document) and after.chunked
+        assert pool.starts == 2  # the stopped worker was replaced
+    finally:
+        pool.close()
+
+
+def test_a_worker_killed_mid_item_costs_only_that_item(tmp_path: Path,
+                                                      pool: ExtractPool) -> None:
+    _slow_note(tmp_path, "victim.md")
+    (tmp_path / "next.md").write_text(NOTE, encoding="utf-8")
+    spec = spec_of(kind_for("vault", (), None, tmp_path), tmp_path)
+    assert spec is not None
+    box: list[object] = []
+    reader = threading.Thread(target=lambda: box.append(
+        pool.load_file(spec, "victim.md", 10 * 2**20, urgent=False)))
+    reader.start()
+    deadline = time.monotonic() + 30
+    while not pool.busy_pids() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    (victim,) = pool.busy_pids()
+    os.kill(victim, signal.SIGKILL)
+    reader.join(30)
+    (loaded,) = box
+    assert isinstance(loaded.doc, Skip) and loaded.doc.code == "extract_crashed"  # type: ignore[attr-defined]
+    after = pool.load_file(spec, "next.md", 10 * 2**20, urgent=True)
+    assert isinstance(after.doc, Document)
+
+
+def test_a_long_text_is_indexed_in_part_within_the_budget() -> None:
+    rng = random.Random(5)
+    text = "".join(chr(0x4E00 + rng.randint(0, 5000)) for _ in range(2_000_000))
+    chunker = Chunker(tokenizer_counter(tokenizer_file()), 256, budget_s=2.0)
+    doc, chunks = chunker(Document("Long", text, "markdown"))
+    assert isinstance(chunks, list) and chunks
+    assert "text_truncated" in doc.warnings
+    assert len(doc.text) < len(text)
+
+
+def test_a_mailbox_is_streamed_and_loaded_in_a_worker(tmp_path: Path,
+                                                     pool: ExtractPool) -> None:
+    from mail_fixtures import maildir, mbox_bytes, message
+
+    root = maildir(tmp_path / "Mail")
+    (root / "Birds.mbox").write_bytes(mbox_bytes(
+        [message(f"Bird {w}", f"Seen today: a {w}.") for w in ("heron", "ibis", "jacana")]))
+    kind = kind_for("mail", (), None, root)
+    walked = kind.walk(root)
+    spec = spec_of(kind, root)
+    assert spec is not None
+    todo = [(f, 0) for f in walked.files]
+    stream = RemoteEntryStream(pool, kind, spec, todo, wanted=lambda e: True, carry={},
+                               should_stop=lambda: False)
+    titles, ends = [], []
+    for item in stream:
+        if item.entry is None:
+            ends.append((item.file.path, item.end))
+            continue
+        loaded = stream.result(item)
+        assert isinstance(loaded.doc, Document), loaded
+        titles.append(loaded.doc.title)
+    stream.close()
+    assert sorted(titles) == ["Bird heron", "Bird ibis", "Bird jacana"]
+    assert ends == [("Birds.mbox", (root / "Birds.mbox").stat().st_size)]
+    assert isinstance(walked.files[0], FileState)

@@ -117,3 +117,15 @@ class ConverterBusy(RagdError):
     """Too many documents are waiting for the converter a client's requests use."""
 
     code = "converter_busy"
+
+
+class WriterBusy(RagdError):
+    """Too many requests already wait for the one writer (the indexer): this one was not
+    started, so nothing was changed, and it may be sent again after ``retry_after_s``
+    (decision 0043)."""
+
+    code = "busy"
+
+    def __init__(self, message: str, hint: str = "", retry_after_s: float = 5.0) -> None:
+        super().__init__(message, hint)
+        self.retry_after_s = retry_after_s

@@ -128,6 +128,8 @@ def format_status(st: dict[str, Any]) -> str:
     lines = [f"ragd {st.get('version')} (pid {st.get('pid')}): {st.get('state')}"
              + _phase_words(st)
              + (f", {idx.get('remaining', 0):,} sources remaining" if idx.get("active") else "")]
+    if st.get("paused_for"):
+        lines.append("  " + held_line(st))
     cur = st.get("current")
     if cur and cur.get("total"):
         lines.append(f"  now: {cur['collection']} {cur['done']:,}/{cur['total']:,} files, "
@@ -155,6 +157,23 @@ def format_status(st: dict[str, Any]) -> str:
                      + (f" (waited {why[1]:.2f} s for {why[0]})" if why[1] >= 0.05 else ""))
     lines.append(f"  log: {st.get('paths', {}).get('log')}")
     return "\n".join(lines)
+
+
+def held_line(st: dict[str, Any]) -> str:
+    """Why bulk indexing waits (decision 0044): `bulk indexing waits: on battery at 20 %
+    (below 50 %); saves are still indexed; it resumes on mains power`."""
+    power = st.get("power") or {}
+    if st.get("paused_for") != "battery":
+        return f"bulk indexing waits: {st.get('paused_for')}; saves are still indexed"
+    pct = power.get("percent")
+    at = f" at {pct:g} %" if isinstance(pct, int | float) else ""
+    below = power.get("pause_below")
+    limit = f" (below {below:g} %)" if isinstance(below, int | float) and below < 100 else ""
+    idle = power.get("resume_when_idle_s")
+    away = (f" or after {idle:g} s away from the keyboard"
+            if isinstance(idle, int | float) and idle > 0 else "")
+    return (f"bulk indexing waits: on battery{at}{limit}; saves are still indexed; it "
+            f"resumes on mains power{away}")
 
 
 def _phase_words(st: dict[str, Any]) -> str:

@@ -24,8 +24,9 @@ from urllib.parse import unquote
 
 from ragd.daemon.convert.bounds import TRUNCATED, text_budget
 from ragd.daemon.convert.converters import Converted, ConvertSkip, decode, open_zip
-from ragd.daemon.convert.formats import PAGE_HEADING
+from ragd.daemon.convert.formats import PAGE_HEADING, PdfOcr
 from ragd.daemon.convert.markdown import html_to_markdown, join_blocks, plain_text
+from ragd.daemon.convert.pdf_ocr import PageOcr
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +34,10 @@ _PDF_PASSWORD = 4  # FPDF_ERR_PASSWORD
 _BLANK_RUNS = re.compile(r"\n{3,}")
 
 
-def convert_pdf(data: bytes) -> Converted:
-    """Each page with text becomes ``## Page N`` and its text: page numbers survive chunking."""
+def convert_pdf(data: bytes, *, ocr: PdfOcr | None = None) -> Converted:
+    """Each page with text becomes ``## Page N`` and its text: page numbers survive chunking.
+    With ``ocr``, a page without a text layer (a scan) is rendered and read by Tesseract
+    (:mod:`ragd.daemon.convert.pdf_ocr`), within the page and time limits it names."""
     import pypdfium2 as pdfium
 
     if not data.lstrip()[:5].startswith(b"%PDF"):
@@ -45,6 +48,7 @@ def convert_pdf(data: bytes) -> Converted:
         if getattr(exc, "err_code", None) == _PDF_PASSWORD or "password" in str(exc).lower():
             raise ConvertSkip("encrypted", "the PDF is password-protected") from None
         raise ConvertSkip("parse_error", f"damaged or truncated PDF: {exc}") from None
+    reader = PageOcr(ocr) if ocr is not None else None
     try:
         meta = _pdf_metadata(doc)
         blocks = []
@@ -55,10 +59,12 @@ def convert_pdf(data: bytes) -> Converted:
                 textpage = page.get_textpage()
                 text = textpage.get_text_range()
                 textpage.close()
+                text = _BLANK_RUNS.sub("\n\n", text.replace("\r\n", "\n").replace("\r", "\n"))
+                text = text.replace("\x00", "").strip()
+                if not text and reader is not None:
+                    text = reader.read(page)
             finally:
                 page.close()
-            text = _BLANK_RUNS.sub("\n\n", text.replace("\r\n", "\n").replace("\r", "\n"))
-            text = text.replace("\x00", "").strip()
             if text:
                 blocks.append(f"## {PAGE_HEADING.format(n=i + 1)}\n\n{plain_text(text)}")
     finally:
@@ -66,6 +72,10 @@ def convert_pdf(data: bytes) -> Converted:
     metadata: dict[str, Any] = {"pages": total}
     if meta.get("Author"):
         metadata["authors"] = [meta["Author"]]
+    if reader is not None:
+        if not blocks:
+            reader.nothing_read()  # raises: ocr_unavailable or no_text
+        metadata.update(reader.metadata())
     return Converted(meta.get("Title", ""), join_blocks(blocks) if blocks else "", metadata)
 
 

@@ -51,7 +51,8 @@ def convert(fmt: str, data: bytes, *, ocr: bool = True) -> Converted:
     """Convert ``data`` of format ``fmt`` (a name from ``ragd.daemon.convert.formats``)."""
     if not data:
         raise ConvertSkip("empty", "file has zero bytes")
-    fn = _CONVERTERS.get(fmt) or _book_converter(fmt) or _feed_converter(fmt)
+    fn = _CONVERTERS.get(fmt) or _pdf_ocr_converter(fmt, ocr) or _book_converter(fmt) \
+        or _feed_converter(fmt)
     if fn is None:
         raise ConvertSkip("parse_error", f"no converter for {fmt!r}")
     if fmt == "image":
@@ -161,24 +162,36 @@ def tesseract() -> str | None:
     return shutil.which("tesseract")
 
 
-def convert_image(data: bytes, *, ocr: bool = True) -> Converted:
-    """OCR with the Tesseract command, when it is installed (and OCR is on)."""
-    exe = tesseract() if ocr else None
-    if exe is None:
-        raise ConvertSkip("ocr_unavailable", "reading text from images needs Tesseract OCR "
-                          "(e.g. apt install tesseract-ocr), which is not installed"
-                          if ocr else "OCR of images is turned off (convert.ocr)")
+OCR_MISSING = ("reading text from images needs Tesseract OCR (e.g. apt install "
+               "tesseract-ocr), which is not installed")
+
+
+def ocr_text(exe: str, image: bytes, *, timeout_s: float = OCR_TIMEOUT_S,
+             dpi: int | None = None) -> str:
+    """The text Tesseract (``exe``) reads in an image (any format it reads: PNG, JPEG, PNM,
+    ...); ``dpi`` when the image does not say its own. ConvertSkip on a timeout or an
+    unreadable image."""
     env = dict(os.environ, OMP_THREAD_LIMIT="1")  # one core: the laptop stays usable
+    args = [exe, "stdin", "stdout"] + (["--dpi", str(dpi)] if dpi else [])
     try:
-        proc = subprocess.run([exe, "stdin", "stdout"], input=data, capture_output=True,
-                              timeout=OCR_TIMEOUT_S, env=env, check=False)
+        proc = subprocess.run(args, input=image, capture_output=True, timeout=timeout_s,
+                              env=env, check=False)
     except subprocess.TimeoutExpired:
-        raise ConvertSkip("convert_timeout", f"OCR took over {OCR_TIMEOUT_S:g} s") from None
+        raise ConvertSkip("convert_timeout", f"OCR took over {timeout_s:g} s") from None
     if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise ConvertSkip("parse_error", "not a readable image: "
                           + (err[-1] if err else f"tesseract exit {proc.returncode}"))
-    text = proc.stdout.decode("utf-8", "replace").strip()
+    return proc.stdout.decode("utf-8", "replace").strip()
+
+
+def convert_image(data: bytes, *, ocr: bool = True) -> Converted:
+    """OCR with the Tesseract command, when it is installed (and OCR is on)."""
+    exe = tesseract() if ocr else None
+    if exe is None:
+        raise ConvertSkip("ocr_unavailable", OCR_MISSING if ocr
+                          else "OCR of images is turned off (convert.ocr)")
+    text = ocr_text(exe, data)
     if not text:
         raise ConvertSkip("no_text", "OCR found no text in the image")
     return Converted("", plain_text(text) + "\n", {"ocr": True})
@@ -190,6 +203,23 @@ def _lazy(module: str, name: str, what: str) -> Callable[[bytes], Converted]:
 
         fn = getattr(importlib.import_module(module), name)
         return guarded(what, fn)(data)
+
+    return run
+
+
+def _pdf_ocr_converter(fmt: str, ocr: bool) -> Callable[[bytes], Converted] | None:
+    """A PDF whose pages without a text layer are read by OCR (``pdf+ocr:<pages>:<seconds>``,
+    [documents] ocr_pdfs, decision 0044); the worker's ``ocr`` switch turns it off."""
+    from ragd.daemon.convert.formats import PdfOcr
+
+    options = PdfOcr.parse(fmt)
+    if options is None:
+        return None
+
+    def run(data: bytes) -> Converted:
+        from ragd.daemon.convert.books import convert_pdf
+
+        return guarded("PDF", lambda d: convert_pdf(d, ocr=options if ocr else None))(data)
 
     return run
 

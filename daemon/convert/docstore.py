@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ragd.daemon.convert.formats import Format
+from ragd.daemon.convert.formats import OCR_STOPPED_FOR_NOW, Format, PdfOcr
 from ragd.daemon.models import Skip
 
 log = logging.getLogger(__name__)
@@ -77,9 +77,13 @@ class Conversion:
 class DocStore:
     """Cached conversions plus the register of documents seen. Thread-safe."""
 
-    def __init__(self, root: Path, converter: Converter) -> None:
+    def __init__(self, root: Path, converter: Converter, *,
+                 pdf_ocr: PdfOcr | None = None) -> None:
+        """``pdf_ocr``: read PDF pages without a text layer by OCR ([documents] ocr_pdfs);
+        such a conversion is kept under its own key (``pdf-1+ocr<pages>``)."""
         self.root = root
         self.converter = converter
+        self.pdf_ocr = pdf_ocr
         (root / "objects").mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(root / "index.sqlite"), timeout=30,
                                    check_same_thread=False)
@@ -95,9 +99,10 @@ class DocStore:
             self._db.close()
 
     # -- conversions -------------------------------------------------------------------------
-    def object_path(self, content_hash: str, fmt: Format) -> Path:
+    def object_path(self, content_hash: str, fmt: Format, variant: str = "") -> Path:
+        plus = f"+{variant}" if variant else ""
         return self.root / "objects" / content_hash[:2] / \
-            f"{content_hash}.{fmt.name}-{fmt.version}.json"
+            f"{content_hash}.{fmt.name}-{fmt.version}{plus}.json"
 
     def convert(self, data: bytes, fmt: Format, *, source_path: str | None = None,
                 mtime_ns: int | None = None, keep: bool = True) -> Conversion | Skip:
@@ -111,7 +116,8 @@ class DocStore:
         content_hash = hashlib.sha256(data).hexdigest()
         if source_path is not None and keep:
             self.record(source_path, content_hash, fmt, len(data), mtime_ns)
-        path = self.object_path(content_hash, fmt)
+        ocr = self.pdf_ocr if fmt.name == "pdf" else None
+        path = self.object_path(content_hash, fmt, ocr.variant if ocr else "")
         stored = self._load(path)
         if stored is None and not keep and self._recent is not None \
                 and self._recent[0] == path:
@@ -119,7 +125,7 @@ class DocStore:
         if stored is not None:
             return self._result(stored, content_hash, fmt, cached=True, seconds=0.0)
         t0 = time.perf_counter()
-        answer = self._convert(fmt, data)
+        answer = self._convert(fmt, data, ocr)
         seconds = time.perf_counter() - t0
         self.convert_seconds += seconds
         if isinstance(answer, Skip):
@@ -129,15 +135,16 @@ class DocStore:
         entry = {"title": str(answer.get("title") or ""),
                  "markdown": str(answer.get("markdown") or ""),
                  "metadata": answer.get("metadata") or {}}
-        if keep:
+        if keep and not _for_now(entry["metadata"]):
             self._store(path, entry)
         else:
             self._recent = (path, entry)
         return self._result(entry, content_hash, fmt, cached=False, seconds=seconds)
 
-    def _convert(self, fmt: Format, data: bytes) -> dict[str, Any] | Skip:
+    def _convert(self, fmt: Format, data: bytes, ocr: PdfOcr | None = None
+                 ) -> dict[str, Any] | Skip:
         if fmt.in_worker:
-            return self.converter.convert(fmt.name, data)
+            return self.converter.convert(ocr.worker_format if ocr else fmt.name, data)
         from ragd.daemon.convert.converters import ConvertSkip, convert
 
         try:
@@ -205,6 +212,12 @@ class DocStore:
         return [{"source_path": p, "content_hash": h, "file_size": s,
                  "file_modified_at": iso_time(m), "discovered_at": iso_time(d)}
                 for p, h, s, m, d in rows]
+
+
+def _for_now(metadata: Any) -> bool:
+    """A conversion whose OCR stopped for a reason of the moment (out of time, no Tesseract):
+    answered, not kept, so the next read of the file tries the whole document again."""
+    return isinstance(metadata, dict) and metadata.get("ocr_stopped") in OCR_STOPPED_FOR_NOW
 
 
 def iso_time(ts: float | None) -> str | None:

@@ -19,6 +19,7 @@ from ragd.daemon.convert.docstore import Conversion, DocStore
 from ragd.daemon.convert.formats import (
     DOCUMENT_SUFFIXES,
     IMAGE_SUFFIXES,
+    PdfOcr,
     format_for,
     supported_list,
 )
@@ -159,13 +160,21 @@ class DocumentSettings:
     timeout_s: float = 120.0  # per conversion; the worker is killed past it
     max_memory_mb: int = 2048  # the worker's address space (POSIX)
     images: bool = False  # index images found in collections (OCR, when Tesseract is there)
+    ocr_pdfs: bool = False  # read a PDF's pages without a text layer by OCR (decision 0044)
+    ocr_max_pages: int = 50
 
     @classmethod
     def from_config(cls, config: Config) -> DocumentSettings:
         """The limits of config.toml's [documents] section."""
         d = config.documents
         return cls(max_file_bytes=int(d.max_file_mb * 2**20), timeout_s=d.timeout_s,
-                   max_memory_mb=d.max_memory_mb, images=d.images)
+                   max_memory_mb=d.max_memory_mb, images=d.images, ocr_pdfs=d.ocr_pdfs,
+                   ocr_max_pages=d.ocr_max_pages)
+
+    @property
+    def pdf_ocr(self) -> PdfOcr | None:
+        """OCR of scanned PDF pages, bounded to stop short of the conversion's time limit."""
+        return PdfOcr.within(self.timeout_s, self.ocr_max_pages) if self.ocr_pdfs else None
 
 
 class Documents:
@@ -200,4 +209,4 @@ def open_documents(docstore_dir: Path, settings: DocumentSettings | None = None)
 
     settings = settings or DocumentSettings()
     worker = ConversionWorker(timeout_s=settings.timeout_s, memory_mb=settings.max_memory_mb)
-    return Documents(DocStore(docstore_dir, worker), settings)
+    return Documents(DocStore(docstore_dir, worker, pdf_ocr=settings.pdf_ocr), settings)

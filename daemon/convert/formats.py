@@ -66,6 +66,52 @@ _PAGE = re.compile(r"(?:Page|Chapter) (\d{1,6})")
 PAGED_SOURCE_TYPES = frozenset({"pdf", "epub"})
 
 
+@dataclass(frozen=True)
+class PdfOcr:
+    """OCR of the pages of a PDF that have no text layer ([documents] ocr_pdfs, decision 0044):
+    at most ``max_pages`` pages, and none begun after ``budget_s`` seconds of the conversion
+    (the worker is killed at the conversion's time limit; what was read before is kept)."""
+
+    max_pages: int = 50
+    budget_s: float = 90.0
+
+    @property
+    def variant(self) -> str:
+        """Part of the doc store key: a PDF read with OCR (or with another page limit) is
+        another conversion than the same PDF read without."""
+        return f"ocr{self.max_pages}"
+
+    @property
+    def worker_format(self) -> str:
+        """The format the worker is sent: ``pdf+ocr:<max pages>:<budget s>``."""
+        return f"{PDF_OCR_PREFIX}{self.max_pages}:{self.budget_s:g}"
+
+    @classmethod
+    def parse(cls, fmt: str) -> PdfOcr | None:
+        """The options of a worker format ``pdf+ocr:<pages>:<seconds>``; None for any other."""
+        if not fmt.startswith(PDF_OCR_PREFIX):
+            return None
+        try:
+            pages, budget = fmt[len(PDF_OCR_PREFIX):].split(":")
+            return cls(max(1, int(pages)), max(0.0, float(budget)))
+        except ValueError:
+            return None
+
+    @classmethod
+    def within(cls, timeout_s: float, max_pages: int) -> PdfOcr:
+        """Options that stop OCR short of the conversion's time limit ``timeout_s``: the text
+        read so far is kept, where a killed worker would keep nothing."""
+        return cls(max_pages, max(timeout_s / 2, timeout_s - 20.0))
+
+
+PDF_OCR_PREFIX = "pdf+ocr:"
+# Why OCR of a PDF stopped before its last page without text (its metadata's ``ocr_stopped``).
+# Out of time and no Tesseract depend on the moment: the doc store does not keep such a
+# conversion, so the next read of the file tries the whole document again.
+OCR_PAGE_LIMIT, OCR_TIME, OCR_TESSERACT_MISSING = "page_limit", "time", "tesseract_missing"
+OCR_STOPPED_FOR_NOW = frozenset({OCR_TIME, OCR_TESSERACT_MISSING})
+
+
 def format_for(name: str) -> Format | None:
     """The format of a file name (by suffix, ignoring case), or None when it is not supported."""
     suffix = os.path.splitext(name)[1].lower()

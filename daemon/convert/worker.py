@@ -91,6 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ragd.daemon.convert.lifeline import die_with_parent
 
         die_with_parent(args.parent_pid)
+    from ragd.daemon.runtime.priority import lower_this_process
+
+    lower_this_process()  # background work, however the daemon was started (decision 0044)
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr,
                         format="ragd-convert %(levelname)s %(name)s: %(message)s")
     # The protocol owns the real stdout; anything a library prints goes to stderr.

@@ -203,6 +203,9 @@ def error_from_exception(id: int | str | None, exc: BaseException,
         data: dict[str, Any] = {"code": exc.code, "hint": exc.hint}
         if isinstance(exc, InvalidArgument):
             data["param"] = exc.param
+        retry = getattr(exc, "retry_after_s", None)  # busy: when to send it again (0043)
+        if isinstance(retry, int | float) and not isinstance(retry, bool):
+            data["retry_after_s"] = retry
         if isinstance(exc, InvalidParams):
             code = INVALID_PARAMS
         elif isinstance(exc, ProtocolMismatch):
@@ -272,6 +275,9 @@ def exception_from_error(error: Mapping[str, Any]) -> RagdError:
         exc = RagdError(message, hint)
     if isinstance(code, str) and code != exc.code:
         exc.code = code  # keep the daemon's code even when this side lacks the class
+    retry = data.get("retry_after_s")
+    if isinstance(retry, int | float) and not isinstance(retry, bool):
+        exc.retry_after_s = float(retry)  # type: ignore[attr-defined]
     return exc
 
 

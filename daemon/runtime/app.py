@@ -61,6 +61,7 @@ def iso_time(ts: float | None) -> str | None:
 
 
 _NO_FILE_LIMIT = "no_file_limit:"  # catalog meta key prefix: index.max_files lifted
+_OCR_PDFS = "ocr_pdfs:"  # catalog meta key prefix: documents.ocr_pdfs at the last full sync
 
 
 def _slug(name: str) -> str:
@@ -364,6 +365,8 @@ class App:
         try:
             report = self.indexer.sync(coll, kind, paths=paths, force=force or reembed,
                                        max_entries=self.max_files(coll))
+            if paths is None and coll.kind != "code":
+                self._read_scans_again(coll, kind)
         except ConversionCancelled:  # the daemon is stopping (decision 0024)
             raise Interrupted(f"indexing {coll.name} was interrupted: the daemon is "
                               "stopping") from None
@@ -375,6 +378,25 @@ class App:
                 self.catalog.set_meta("fingerprint", self.embedder.fingerprint)
                 self.catalog.prune_embeddings(self.embedder.fingerprint)
         return report
+
+    def _read_scans_again(self, coll: Collection, kind: Any) -> None:
+        """Once ``[documents] ocr_pdfs`` is on, the PDFs this collection skipped as
+        ``no_text`` while it was off (scans) are read again, once: a skip for no text is not
+        retried otherwise, as the file did not change (decision 0044)."""
+        key = _OCR_PDFS + coll.name
+        now = "1" if self.config.documents.ocr_pdfs else "0"
+        if self.catalog.get_meta(key) == now or self.indexer.should_stop():
+            return
+        if now == "1":
+            scans = sorted(r.path for r in self.catalog.source_records(coll.id)
+                           if r.skip_code == "no_text" and r.path.lower().endswith(".pdf"))
+            if scans:
+                log.info("%s: reading %d PDF(s) without text again, by OCR", coll.name,
+                         len(scans))
+                self.indexer.sync(coll, kind, paths=scans, force=True)
+                if self.indexer.should_stop():
+                    return
+        self.catalog.set_meta(key, now)
 
     def checked_root(self, coll: Collection) -> Path:
         """The folder a sync of ``coll`` reads: its root, resolved. Roots are registered
@@ -459,4 +481,4 @@ def on_demand_documents(docstore_dir: Path, settings: DocumentSettings) -> Docum
         timeout_s=settings.timeout_s, memory_mb=settings.max_memory_mb,
         max_calls=ON_DEMAND_MAX_CALLS, name="on-demand",
         cancel_error=lambda: Interrupted("the conversion was stopped: the daemon is stopping"))
-    return Documents(DocStore(docstore_dir, worker), settings)
+    return Documents(DocStore(docstore_dir, worker, pdf_ocr=settings.pdf_ocr), settings)

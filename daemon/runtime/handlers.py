@@ -2,16 +2,22 @@
 
 Blocking work (search, catalog reads) runs on worker threads, so one slow request never holds
 up another; nothing here waits for the writer unless the caller asked to (index wait=true).
+A request that does wait takes one of a few places (``WriterWaits``) and waits on a thread of
+their own, never on those that serve status and searches; past them it is answered ``busy``
+(decision 0043).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from ragd.daemon.errors import IndexFailed, InvalidArgument, RagdError
+from ragd.daemon.errors import IndexFailed, Interrupted, InvalidArgument, RagdError, WriterBusy
 from ragd.daemon.ipc.protocol import speaks_for_user
 from ragd.daemon.runtime.scheduler import EXPLICIT, Job
 from ragd.daemon.settings.policy import Reach, allow_folders, check_name, check_root
@@ -25,6 +31,93 @@ if TYPE_CHECKING:
 Handler = Callable[["Daemon", dict[str, Any], "Connection"], Awaitable[Any]]
 
 INDEX_WAIT_S = 24 * 3600.0
+WRITE_WAITERS = 4  # requests that may wait for the writer at once (decision 0043)
+BUSY_AFTER_S = 2.0  # how long one more waits for a place before it is answered `busy`
+RETRY_AFTER_S = 5.0  # what a `busy` answer says to wait before sending the request again
+_STEP_S = 0.25  # a waiting request looks at its client this often: gone, its place is freed
+# `status` reads on threads of its own: it answers whatever searches and conversions hold.
+_STATUS_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ragd-status")
+
+
+class WriterWaits:
+    """The requests that wait for the one writer: an index with wait, the note tools' writes
+    and reindex, a wait for embeddings. At most ``places`` of them wait at once, each on a
+    thread of a pool of their own: six of them used to hold every thread of the event loop's
+    default pool (cores + 4), and `status` timed out. One more waits ``patience_s`` for a
+    place and is then answered ``busy`` (``WriterBusy``, with ``retry_after_s``) before it has
+    changed anything. A wait whose client hung up gives its place back within ``_STEP_S``;
+    its job stays queued (decision 0043)."""
+
+    def __init__(self, places: int = WRITE_WAITERS, patience_s: float = BUSY_AFTER_S) -> None:
+        self.places = places
+        self.patience_s = patience_s
+        self.waiting = 0  # requests holding a place now
+        self.refused = 0  # requests answered busy since start
+        self._free = asyncio.Semaphore(places)
+        self._pool = ThreadPoolExecutor(max_workers=places + 1, thread_name_prefix="ragd-wait")
+
+    @contextlib.asynccontextmanager
+    async def place(self, d: Daemon) -> AsyncIterator[None]:
+        """Hold a place while the request waits for the writer; ``WriterBusy`` when none
+        frees within ``patience_s``."""
+        try:
+            await asyncio.wait_for(self._free.acquire(), self.patience_s)
+        except TimeoutError:
+            self.refused += 1
+            raise self._busy(d) from None
+        self.waiting += 1
+        try:
+            yield
+        finally:
+            self.waiting -= 1
+            self._free.release()
+
+    def _busy(self, d: Daemon) -> WriterBusy:
+        paused = d.queue.paused
+        return WriterBusy(
+            f"ragd is busy: {'indexing is paused and ' if paused else ''}{self.waiting} "
+            "requests already wait for its indexer, the most it lets wait at once",
+            f"try again in {RETRY_AFTER_S:.0f} seconds; nothing was changed"
+            + ("; `ragd resume` resumes indexing" if paused else "")
+            + "; `ragd status` shows what is queued", retry_after_s=RETRY_AFTER_S)
+
+    async def job(self, job: Job, conn: Connection, timeout: float) -> Any:
+        """What ``job.wait(timeout)`` gives (its result, or its error raised), waited for on
+        this pool; ``Interrupted`` if the client hangs up meanwhile."""
+        loop = asyncio.get_running_loop()
+        deadline = time.monotonic() + timeout
+        while True:
+            if await loop.run_in_executor(self._pool, job.done.wait, _STEP_S):
+                if job.alias is None:  # merged into another job: its result is ours
+                    break
+                job = job.alias
+                continue
+            _still_asked(conn)
+            if time.monotonic() > deadline:
+                raise TimeoutError("indexing did not finish in time")
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+    async def embedded(self, d: Daemon, names: list[str] | None, conn: Connection,
+                       timeout: float) -> None:
+        """Return once these collections' backlog is embedded (rag_index with wait=true
+        answers when its collection is searchable in every mode), or at ``timeout``;
+        ``Interrupted`` if the client hangs up meanwhile."""
+        loop = asyncio.get_running_loop()
+        deadline = time.monotonic() + timeout
+        while not d._stop.is_set() and time.monotonic() <= deadline:
+            left: int = await loop.run_in_executor(self._pool, d.unembedded, names)
+            if not left:
+                return
+            _still_asked(conn)
+            await asyncio.sleep(0.1)
+
+
+def _still_asked(conn: Connection) -> None:
+    if conn.closed:
+        raise Interrupted("the client hung up while it waited for the indexer; "
+                          "what it asked for stays queued")
 
 
 async def status(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
@@ -32,7 +125,7 @@ async def status(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
     without touching the catalog (what the CLI asks before a request that may wait)."""
     if params.get("brief"):
         return d.brief_status()
-    return await asyncio.to_thread(d.status)
+    return await asyncio.get_running_loop().run_in_executor(_STATUS_POOL, d.status)
 
 
 async def search(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
@@ -67,9 +160,16 @@ async def skipped(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
 
 
 async def index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
-    """Queue an explicit sync (or rebuild); with wait=true, answer when it is done."""
-
+    """Queue an explicit sync (or rebuild); with wait=true, answer when it is done, holding
+    one of the places of the requests that wait for the writer (or answered busy)."""
     app = await d._ready()
+    if not params.get("wait", True):
+        return await _index(d, app, params, conn)
+    async with d.writer_waits.place(d):
+        return await _index(d, app, params, conn)
+
+
+async def _index(d: Daemon, app: Any, params: dict[str, Any], conn: Connection) -> Any:
     name, path = params.get("collection"), params.get("path")
     if name is not None:
         check_name(name)
@@ -80,7 +180,7 @@ async def index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
             raise InvalidArgument("rebuild", f"{params['rebuild']!r} is not an index",
                                   "rebuild one of: all, faiss, keyword") from None
         job = d.queue.put(Job("rebuild", params["rebuild"], EXPLICIT))
-        return await asyncio.to_thread(job.wait, INDEX_WAIT_S) if params.get("wait", True) \
+        return await d.writer_waits.job(job, conn, INDEX_WAIT_S) if params.get("wait", True) \
             else {"queued": True}
     if path:
         if not name:
@@ -106,7 +206,7 @@ async def index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
     if not params.get("wait", True):
         return {"collection": name, "queued": True, "remaining": d.queue.remaining()}
     try:
-        reports = await asyncio.to_thread(job.wait, INDEX_WAIT_S)
+        reports = await d.writer_waits.job(job, conn, INDEX_WAIT_S)
     except (RagdError, TimeoutError):
         raise
     except Exception as exc:
@@ -116,7 +216,7 @@ async def index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
                           "`ragd status` lists it under errors and the daemon log has the "
                           "details; fix the source, then index again") from exc
     # Committed means keyword-searchable; the answer waits for the vectors too.
-    await asyncio.to_thread(d.wait_embedded, [name] if name else None, INDEX_WAIT_S)
+    await d.writer_waits.embedded(d, [name] if name else None, conn, INDEX_WAIT_S)
     return index_summary(reports, name)
 
 
@@ -161,7 +261,8 @@ async def shutdown(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
 
 async def subscribe(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
     d.subscribe(conn)
-    return {"subscribed": True, "status": await asyncio.to_thread(d.status)}
+    status = await asyncio.get_running_loop().run_in_executor(_STATUS_POOL, d.status)
+    return {"subscribed": True, "status": status}
 
 
 async def convert(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:

@@ -4,7 +4,8 @@ Reads run on worker threads against the catalog and the files as saved now. Writ
 the file on disk (``ragd.daemon.notes.writing``) and then queue the path as an explicit job for
 the one writer, waiting until it is committed: the note is searchable when the answer comes,
 and the index stays the writer's alone. The watcher sees the same save and finds nothing
-new to do.
+new to do. A method that waits for the writer holds one of its waiting places from the start,
+or is answered busy before it writes anything (``_waits``, decision 0043).
 """
 
 from __future__ import annotations
@@ -30,6 +31,17 @@ if TYPE_CHECKING:
 Handler = Callable[["Daemon", dict[str, Any], "Connection"], Awaitable[Any]]
 log = logging.getLogger(__name__)
 INDEX_WAIT_S = 600.0  # a write's own path is small work: it runs before any bulk job
+
+
+def _waits(handler: Handler) -> Handler:
+    """``handler`` holds one of the places of the requests that wait for the writer
+    (``WriterWaits``), taken before it reads or writes anything."""
+    async def waiting(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+        async with d.writer_waits.place(d):
+            return await handler(d, params, conn)
+
+    waiting.__doc__ = handler.__doc__
+    return waiting
 
 
 def _exclude(d: Daemon) -> tuple[str, ...]:
@@ -185,11 +197,11 @@ def _chunk_facts(catalog: Any, ids: list[int]) -> dict[int, dict[str, Any]]:
     return {r[0]: {"tokens": r[1], "path": r[2], "meta": json.loads(r[3])} for r in rows}
 
 
-async def _index(d: Daemon, coll: Any, rels: set[str]) -> None:
+async def _index(d: Daemon, coll: Any, rels: set[str], conn: Connection) -> None:
     """Queue these paths as an explicit job for the writer and wait until it committed them:
     keyword-searchable now, their vectors follow within the embedding backlog's turn."""
     job = d.queue.put(Job("sync", coll.name, EXPLICIT, paths=set(rels), estimate=len(rels)))
-    await asyncio.to_thread(job.wait, INDEX_WAIT_S)
+    await d.writer_waits.job(job, conn, INDEX_WAIT_S)
 
 
 def _chunks_of(catalog: Any, coll: Any, rel: str) -> int:
@@ -205,7 +217,7 @@ async def note_index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any
     app, coll = await _vault(d, params)
     rel = await asyncio.to_thread(reading.locate, app.catalog, coll, params["path"], "path",
                                   _exclude(d))
-    await _index(d, coll, {rel})
+    await _index(d, coll, {rel}, conn)
     chunks = await asyncio.to_thread(_chunks_of, app.catalog, coll, rel)
     return {"vault": coll.name, "path": rel, "success": chunks > 0, "chunks_indexed": chunks}
 
@@ -216,7 +228,7 @@ async def note_reindex(d: Daemon, params: dict[str, Any], conn: Connection) -> A
     app, coll = await _vault(d, params)
     before = await asyncio.to_thread(lambda: app.catalog.collection_stats(coll.id))
     job = d.enqueue(coll.name, EXPLICIT)
-    reports = await asyncio.to_thread(job.wait, 24 * 3600.0)
+    reports = await d.writer_waits.job(job, conn, 24 * 3600.0)
     after = await asyncio.to_thread(lambda: app.catalog.collection_stats(coll.id))
     rep = reports[0] if reports else None
     deleted = rep.deleted if rep else 0
@@ -233,8 +245,8 @@ async def note_embeddings(d: Daemon, params: dict[str, Any], conn: Connection) -
     app, coll = await _vault(d, params)
     if params.get("force"):
         job = d.queue.put(Job("rebuild", "faiss", EXPLICIT))
-        await asyncio.to_thread(job.wait, 24 * 3600.0)
-    await asyncio.to_thread(d.wait_embedded, [coll.name], 24 * 3600.0)
+        await d.writer_waits.job(job, conn, 24 * 3600.0)
+    await d.writer_waits.embedded(d, [coll.name], conn, 24 * 3600.0)
     stats = await asyncio.to_thread(app.catalog.collection_stats, coll.id)
     waiting = app.indexer.backlog.of(coll.id)[0]
     return {"vault": coll.name, "chunks_embedded": int(stats["chunk_count"] - waiting),
@@ -287,9 +299,10 @@ async def _writable(d: Daemon, params: dict[str, Any]) -> tuple[Any, Any]:
     return await _vault(d, params)
 
 
-async def _after_write(d: Daemon, app: Any, coll: Any, rel: str, created: bool,
-                       data: bytes, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    await _index(d, coll, {rel})
+async def _after_write(d: Daemon, conn: Connection, app: Any, coll: Any, rel: str,
+                       created: bool, data: bytes, extra: dict[str, Any] | None = None
+                       ) -> dict[str, Any]:
+    await _index(d, coll, {rel}, conn)
     chunks = await asyncio.to_thread(_chunks_of, app.catalog, coll, rel)
     return {"vault": coll.name, "path": rel, "etag": reading.etag_of(data), "created": created,
             "size_bytes": len(data), "chunks_indexed": chunks, **(extra or {})}
@@ -318,10 +331,10 @@ async def note_write(d: Daemon, params: dict[str, Any], conn: Connection) -> Any
         return data, old is None
 
     data, created = await asyncio.to_thread(run)
-    return await _after_write(d, app, coll, rel, created, data)
+    return await _after_write(d, conn, app, coll, rel, created, data)
 
 
-async def _change(d: Daemon, params: dict[str, Any],
+async def _change(d: Daemon, params: dict[str, Any], conn: Connection,
                   change: Callable[[str, bytes], bytes]) -> dict[str, Any]:
     """Read, check ``if_match``, change and write back an existing note."""
     app, coll = await _writable(d, params)
@@ -339,18 +352,18 @@ async def _change(d: Daemon, params: dict[str, Any],
         return rel, data
 
     rel, data = await asyncio.to_thread(run)
-    return await _after_write(d, app, coll, rel, False, data)
+    return await _after_write(d, conn, app, coll, rel, False, data)
 
 
 async def note_edit(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
     """Replace text that occurs exactly once (vault's edit)."""
-    answer = await _change(d, params, lambda rel, old: writing.edited(
+    answer = await _change(d, params, conn, lambda rel, old: writing.edited(
         rel, old, params["old_text"], params["new_text"]))
     return {**answer, "replacements": 1}
 
 
 async def note_append(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
-    return await _change(d, params, lambda rel, old: writing.appended(
+    return await _change(d, params, conn, lambda rel, old: writing.appended(
         rel, old, params["content"]))
 
 
@@ -365,7 +378,7 @@ async def note_delete(d: Daemon, params: dict[str, Any], conn: Connection) -> An
         return rel
 
     rel = await asyncio.to_thread(run)
-    await _index(d, coll, {rel})
+    await _index(d, coll, {rel}, conn)
     return {"vault": coll.name, "path": rel, "deleted": True}
 
 
@@ -402,7 +415,7 @@ async def note_rename(d: Daemon, params: dict[str, Any], conn: Connection) -> An
 
     out = await asyncio.to_thread(run)
     await _index(d, coll, {out["old_path"], out["new_path"],
-                           *(c["path"] for c in out["notes_updated"])})
+                           *(c["path"] for c in out["notes_updated"])}, conn)
     etag = await asyncio.to_thread(lambda: reading.load(coll, out["new_path"], "new_path").etag)
     return {"vault": coll.name, **out, "etag": etag,
             "links_updated": sum(c["links"] for c in out["notes_updated"])}
@@ -446,8 +459,10 @@ def _relink(coll: Any, rel: str, res: Any, target_id: int, new_rel: str, unique:
 NOTE_HANDLERS: dict[str, Handler] = {
     "note_read": note_read, "note_chunks": note_chunks, "note_list": note_list,
     "note_folders": note_folders, "note_tags": note_tags, "note_structure": note_structure,
-    "note_stats": note_stats, "note_search": note_search, "note_index": note_index,
-    "note_reindex": note_reindex, "note_embeddings": note_embeddings,
-    "note_suggest": note_suggest, "note_write": note_write, "note_edit": note_edit,
-    "note_append": note_append, "note_delete": note_delete, "note_rename": note_rename,
+    "note_stats": note_stats, "note_search": note_search, "note_suggest": note_suggest,
+    # These wait for the writer (decision 0043).
+    "note_index": _waits(note_index), "note_reindex": _waits(note_reindex),
+    "note_embeddings": _waits(note_embeddings), "note_write": _waits(note_write),
+    "note_edit": _waits(note_edit), "note_append": _waits(note_append),
+    "note_delete": _waits(note_delete), "note_rename": _waits(note_rename),
 }

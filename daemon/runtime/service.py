@@ -27,7 +27,7 @@ from ragd.daemon.ipc import discovery
 from ragd.daemon.ipc.protocol import PROTOCOL_VERSION
 from ragd.daemon.ipc.server import Connection, IpcServer
 from ragd.daemon.runtime.embedding import EmbeddingThread
-from ragd.daemon.runtime.handlers import HANDLERS
+from ragd.daemon.runtime.handlers import HANDLERS, WriterWaits
 from ragd.daemon.runtime.scheduler import EXPLICIT, HINT, SWEEP, Job, JobQueue
 from ragd.daemon.runtime.stopping import GRACE_S, StopDeadline, force_exit
 from ragd.daemon.runtime.watch import Watcher
@@ -79,7 +79,11 @@ class Daemon:
         :meth:`ready_info`): the foreground CLI prints its "ready" line from it."""
         self.paths = paths
         self.config = config
-        self.queue = JobQueue()
+        from ragd.daemon.runtime.power import power_gate
+
+        self.power = power_gate(config)  # bulk work waits on battery (decision 0044)
+        self.queue = JobQueue(hold_bulk=self.power.reason)
+        self._writer_bulk = False  # the writer's priority: bulk mode (low) or normal
         self.app: Any = None
         self.ready = threading.Event()
         self.fatal: str | None = None
@@ -109,6 +113,7 @@ class Daemon:
         self.concepts: Any = None  # the concept thread (decision 0033)
         self._last_event = 0.0
         self.on_demand: Any = None  # a client's conversions: open before the model (0032)
+        self.writer_waits = WriterWaits()  # requests that wait for the writer (0043)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def run(self) -> int:
@@ -226,7 +231,11 @@ class Daemon:
             embedder = make_embedder(self.config.embedding, self.paths.data_dir)
             warm_up = getattr(embedder, "warm_up", None)
             if warm_up is not None:
-                warm_up()
+                # The batch session's thread pool is made here: on a lowered thread, so that
+                # its threads run bulk embedding at low priority too (decision 0044).
+                from ragd.daemon.runtime.priority import run_lowered
+
+                run_lowered(warm_up, name="ragd-model")
             self._set_phase(OPENING_INDEX)
             self.app = App(self.paths, self.config, embedder=embedder,
                            on_progress=self._on_progress, indexing=self.indexing,
@@ -291,7 +300,8 @@ class Daemon:
         if self._stop.is_set() or self.queue.paused or self.queue.small_waiting():
             return True
         running = self.queue.running
-        return running is not None and running.bulk and not self.app.catalog.backlog_urgent()
+        bulk = (running is not None and running.bulk) or self.queue.bulk_held()  # 0044
+        return bulk and not self.app.catalog.backlog_urgent()
 
     def _on_embedded(self) -> None:
         now = time.monotonic()
@@ -318,6 +328,11 @@ class Daemon:
         # What the user edits or asks for is embedded before bulk work, and bulk work of
         # every collection takes turns, explicit or not (decision 0022).
         app.indexer.urgency = backlog.BULK if job.bulk else backlog.URGENT
+        if job.bulk != self._writer_bulk:  # a save at normal priority, bulk work low (0044)
+            from ragd.daemon.runtime.priority import bulk_mode
+
+            self._writer_bulk = job.bulk
+            bulk_mode(job.bulk)
         started = time.monotonic()
         try:
             if job.kind == "rebuild":
@@ -438,14 +453,6 @@ class Daemon:
         return {"chunks": counts.chunks, "sources": counts.sources,
                 "embedded": self._embedding.embedded if self._embedding else 0}
 
-    def wait_embedded(self, names: list[str] | None, timeout: float) -> None:
-        """Return once these collections' backlog is embedded (rag_index with wait=true
-        answers when its collection is searchable in every mode), or at ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while (self.unembedded(names) and not self._stop.is_set()
-               and time.monotonic() < deadline):
-            self._stop.wait(0.1)
-
     def unembedded(self, names: list[str] | None) -> int:
         """Chunks of these collections (None: all) still waiting for their vectors."""
         if self.app is None:
@@ -503,8 +510,11 @@ class Daemon:
 
     # -- requests -----------------------------------------------------------------------------
     async def _ready(self) -> Any:
-        if not self.ready.is_set():
-            await asyncio.to_thread(self.ready.wait, READY_TIMEOUT_S)
+        # Polled, not waited for on a thread: requests arriving during start-up must not
+        # hold the threads that `status` needs (decision 0043).
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not self.ready.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
         if not self.ready.is_set():
             raise RagdError(f"the daemon is still starting ({self.phase}) after "
                             f"{READY_TIMEOUT_S:.0f} s",
@@ -536,7 +546,13 @@ class Daemon:
             "pid": os.getpid(), "started_at": self.started_at,
             "uptime_s": round(time.time() - self.started_at, 1),
             "paused": self.queue.paused, "indexing": self.indexing(),
+            # Bulk work waits for this reason ("battery"), saves do not (decision 0044).
+            "paused_for": self.queue.held_for, "power": self.power.status(),
             "queue": self.queue.snapshot(), "errors": list(self.recent_errors[-10:]),
+            # Requests waiting for the writer, and those answered busy (decision 0043).
+            "writer_waits": {"waiting": self.writer_waits.waiting,
+                             "places": self.writer_waits.places,
+                             "refused": self.writer_waits.refused},
             "paths": {"config": str(self.paths.config_file), "log": str(self.paths.log_file),
                       "data": str(self.paths.data_dir)},
             "watching": sorted(self._watcher.watching) if self._watcher else [],

@@ -195,6 +195,17 @@ class DocumentsConfig(_Section):
         description="Index images in collections by OCR (needs Tesseract); rag_convert reads "
         "images either way",
     )
+    ocr_pdfs: bool = Field(
+        default=False,
+        description="Read the pages of a PDF that have no text layer (scans) by OCR with "
+        "Tesseract; off, a scanned PDF is skipped as no_text. Once it is on, each collection's "
+        "next full sync reads the PDFs it skipped as no_text again",
+    )
+    ocr_max_pages: int = Field(
+        default=50, ge=1, le=5000,
+        description="Most pages of one PDF read by OCR (the rest are left out and the document "
+        "says so); OCR also stops short of documents.timeout_s",
+    )
 
 
 class ConvertConfig(_Section):
@@ -252,6 +263,27 @@ class McpConfig(_Section):
     )
 
 
+class PowerConfig(_Section):
+    pause_on_battery_below: float = Field(
+        default=50.0, ge=0, le=100,
+        description="Bulk indexing (a whole collection, Reindex now, a sync of many files) "
+        "waits while the computer runs on battery below this charge, in percent; 100 waits on "
+        "any battery, 0 never. Saved notes are indexed at once either way; `ragd status` shows "
+        "the wait (paused_for)",
+    )
+    resume_when_idle_s: float = Field(
+        default=600.0, ge=0,
+        description="On battery, bulk indexing runs anyway once the user has been away this "
+        "many seconds (where the system says: logind's IdleHint on Linux, HIDIdleTime on "
+        "macOS, the last input on Windows); 0: never",
+    )
+    check_interval_s: float = Field(
+        default=30.0, ge=1, le=3600,
+        description="Seconds between looks at the power source (it is looked at again when a "
+        "bulk job starts)",
+    )
+
+
 class TrayConfig(_Section):
     backend: Literal["auto", "appindicator", "gtk", "xorg"] = Field(
         default="auto",
@@ -285,6 +317,8 @@ class Config(BaseModel):
     )
     daemon: DaemonConfig = Field(default_factory=DaemonConfig, description="The background daemon")
     mcp: McpConfig = Field(default_factory=McpConfig, description="The MCP server for AI clients")
+    power: PowerConfig = Field(
+        default_factory=PowerConfig, description="Battery: when bulk indexing waits")
     tray: TrayConfig = Field(default_factory=TrayConfig, description="The tray icon")
 
 

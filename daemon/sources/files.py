@@ -62,8 +62,12 @@ class _Walk:
         before, self.entries = self.entries, self.entries + n
         if self.max_entries is not None and self.entries > self.max_entries:
             raise TooManyFiles.at(self.root, self.max_entries)
-        if self.should_stop is not None and (before // _CHECK_EVERY != self.entries // _CHECK_EVERY
-                                             or n == 0) and self.should_stop():
+        if before // _CHECK_EVERY != self.entries // _CHECK_EVERY or n == 0:
+            self.check()
+
+    def check(self) -> None:
+        """Raise ``Interrupted`` if the walk should stop now."""
+        if self.should_stop is not None and self.should_stop():
             raise Interrupted(f"listing {self.root} was interrupted")
 
     def folder(self, path: str, rel: str, ancestors: tuple[tuple[int, int], ...]) -> None:
@@ -73,7 +77,9 @@ class _Walk:
             path, rel, ancestors = stack.pop()
             entries = _list_dir(path, rel, self.skipped)
             self.count(len(entries))
-            for entry in entries:
+            for n, entry in enumerate(entries, 1):
+                if n % _CHECK_EVERY == 0:  # a flat folder of 100,000 files: a stat each
+                    self.check()
                 sub = self._visit(entry, rel, ancestors)
                 if sub is not None:
                     stack.append(sub)

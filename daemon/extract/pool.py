@@ -2,7 +2,8 @@
 
 ``ExtractPool`` keeps up to ``workers`` processes (two where two cores allow). Bulk work may
 hold all but one of them, so a saved note always finds a worker free of a slow book
-(``lease(urgent=True)``). Each item has a deadline for the worker's own work
+(``lease(urgent=True)``); when urgent work holds them all, an urgent lease starts one more
+after ``OVERFLOW_AFTER_S``. Each item has a deadline for the worker's own work
 (``timeout_s``); a conversion inside it runs on the conversion's own limit, announced by the
 worker's ``phase`` frames. Past the deadline the worker is killed (with its process group)
 and the item is skipped as ``extract_timeout``; a worker that dies takes only its item with it
@@ -48,6 +49,10 @@ CONVERT_GRACE_S = 15.0
 # part (``text_truncated``) rather than skipped (``ragd.daemon.extract.work.Chunker``).
 CHUNK_SHARE = 0.5
 IDLE_S = 300.0  # a worker idle this long is closed (a save after that pays ~0.3 s to start one)
+# Urgent work can fill every worker too: a watched folder's two big notes (one read, one read
+# ahead) while a note is saved elsewhere. An urgent lease that has waited this long starts one
+# worker more than ``workers``, closed again when it is given back.
+OVERFLOW_AFTER_S = 0.1
 
 
 class ItemFailed(Exception):
@@ -226,6 +231,7 @@ class ExtractPool:
             self._give_back(proc, urgent)
 
     def _take(self, urgent: bool) -> WorkerProc:
+        since = time.monotonic()
         with self._cond:
             while True:
                 if self._cancelled:
@@ -233,7 +239,10 @@ class ExtractPool:
                 busy = len(self._leased)
                 if busy < self.workers and (urgent or self._bulk < self.bulk_limit):
                     break
-                self._cond.wait(0.5)
+                if urgent and busy <= self.workers and \
+                        time.monotonic() - since >= OVERFLOW_AFTER_S:
+                    break  # one more than workers: a save never waits for another's item
+                self._cond.wait(OVERFLOW_AFTER_S / 2 if urgent else 0.5)
             proc = None
             while self._idle:
                 candidate = self._idle.pop()
@@ -255,7 +264,8 @@ class ExtractPool:
             if not urgent:
                 self._bulk -= 1
             proc.used_at = time.monotonic()
-            if proc.alive() and not self._cancelled:
+            kept = len(self._idle) + len(self._leased)
+            if proc.alive() and not self._cancelled and kept < self.workers:
                 self._idle.append(proc)
             else:
                 proc.kill()
@@ -270,6 +280,14 @@ class ExtractPool:
                 self._idle = [p for p in self._idle if p not in old]
             for proc in old:
                 proc.kill()
+
+    def retire_idle(self) -> None:
+        """Close the idle workers: the next item starts a fresh one, which sees the tools
+        installed since (Calibre's ebook-convert, Tesseract). A full "Reindex now" does this."""
+        with self._cond:
+            old, self._idle = self._idle, []
+        for proc in old:
+            proc.kill()
 
     def pids(self) -> list[int]:
         """The workers' pids (tests, status)."""

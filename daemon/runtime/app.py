@@ -19,6 +19,7 @@ from ragd.daemon.convert.documents import Documents, DocumentSettings, open_docu
 from ragd.daemon.convert.process import ConversionCancelled, ConversionWorker
 from ragd.daemon.embed.embedding import Embedder, make_embedder
 from ragd.daemon.errors import ConfigError, Interrupted, InvalidArgument, RootRefused
+from ragd.daemon.extract.pool import open_pool
 from ragd.daemon.indexer.pipeline import Indexer, IndexReport, Progress
 from ragd.daemon.search.engine import SearchEngine, SearchSettings
 from ragd.daemon.settings.config import Config
@@ -109,6 +110,11 @@ class App:
         self.indexer = Indexer(self.catalog, self.embedder, [self.faiss, self.whoosh],
                                max_file_bytes=int(config.index.max_file_mb * 1024 * 1024),
                                on_progress=on_progress, should_stop=should_stop)
+        # Files are read, parsed and chunked in worker processes under a deadline and a memory
+        # limit; the daemon only commits (decision 0041).
+        x = config.extract
+        self.indexer.extract = open_pool(self.embedder, timeout_s=x.timeout_s,
+                                         memory_mb=x.memory_mb, workers=x.workers)
         s = config.search
         self.search_engine = SearchEngine(
             self.catalog, self.embedder, self.faiss, self.whoosh,
@@ -133,6 +139,8 @@ class App:
         try:
             self.indexer.save()
         finally:
+            if self.indexer.extract is not None:
+                self.indexer.extract.close()
             self.documents.close()
             if self._own_on_demand:
                 self.on_demand.close()
@@ -362,6 +370,8 @@ class App:
             kind = kind_for(coll.kind, self.config.index.exclude, self.documents, root,
                             only=only, formats=self.config.calibre.formats, rss=self.config.rss)
         reembed = self.reembed_needed and paths is None
+        if force and paths is None and self.indexer.extract is not None:
+            self.indexer.extract.retire_idle()  # fresh workers see tools installed since
         try:
             report = self.indexer.sync(coll, kind, paths=paths, force=force or reembed,
                                        max_entries=self.max_files(coll))

@@ -228,6 +228,26 @@ class ConvertConfig(_Section):
     )
 
 
+class ExtractConfig(_Section):
+    timeout_s: float = Field(
+        default=30.0, ge=1, le=3600,
+        description="Seconds an extraction worker may spend reading one file or container "
+        "entry (parsing, chunking); past it the worker is stopped and the item skipped "
+        "(extract_timeout) until the file changes. A long text is indexed in part rather than "
+        "skipped; a document's conversion runs on documents.timeout_s instead",
+    )
+    memory_mb: int = Field(
+        default=1024, ge=128, le=65536,
+        description="Memory limit of each extraction worker, in MB; an item that needs more "
+        "is skipped (extract_memory)",
+    )
+    workers: int = Field(
+        default=0, ge=0, le=16,
+        description="Extraction worker processes; 0: two where two cores allow. Bulk "
+        "indexing uses all but one, so a saved note never waits behind a slow file",
+    )
+
+
 class DaemonConfig(_Section):
     sweep_interval_s: float = Field(
         default=300.0,
@@ -315,6 +335,8 @@ class Config(BaseModel):
     convert: ConvertConfig = Field(
         default_factory=ConvertConfig, description="What rag_convert may read and return"
     )
+    extract: ExtractConfig = Field(
+        default_factory=ExtractConfig, description="Reading files in worker processes")
     daemon: DaemonConfig = Field(default_factory=DaemonConfig, description="The background daemon")
     mcp: McpConfig = Field(default_factory=McpConfig, description="The MCP server for AI clients")
     power: PowerConfig = Field(

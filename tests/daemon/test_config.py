@@ -12,6 +12,7 @@ from ragd.daemon.settings.codegroups import CodeConfig
 from ragd.daemon.settings.concepts import ConceptsConfig
 from ragd.daemon.settings.config import (
     Config,
+    ExtractConfig,
     PowerConfig,
     config_keys,
     config_reference_markdown,
@@ -270,7 +271,8 @@ def test_reference_markdown_lists_every_key() -> None:
 
     keys = config_keys()
     assert len(rows) == len(keys) == 49 + len(CodeConfig.model_fields) + len(
-        ConceptsConfig.model_fields) + len(PowerConfig.model_fields)
+        ConceptsConfig.model_fields) + len(PowerConfig.model_fields) + len(
+        ExtractConfig.model_fields)
     for key, row in zip(keys, rows, strict=True):
         assert row.startswith(f"| `{key.dotted}` |")
         assert f"`{key.env_var}`" in row

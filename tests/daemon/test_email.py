@@ -30,6 +30,15 @@ def open_app(root: Path, embedder: Any, **kwargs: Any) -> App:
     return App(paths, config, embedder=embedder, **kwargs)
 
 
+def in_process(app: App) -> None:
+    """Read mail on this process's threads, where a test can watch the reads: the same
+    ``extract/work.py`` code a worker runs, handed the same start offset (``extract/stream.py``
+    sends ``[path, start, skip]``)."""
+    assert app.indexer.extract is not None
+    app.indexer.extract.close()
+    app.indexer.extract = None
+
+
 @pytest.fixture
 def mailroot(tmp_path: Path) -> Path:
     return maildir(tmp_path / "Mail")
@@ -228,6 +237,7 @@ def test_interrupted_pass_resumes(mailroot: Path, real_embedder: Any,
         return calls["n"] > 5
 
     with open_app(mailroot, real_embedder, should_stop=should_stop) as a:
+        in_process(a)
         with pytest.raises(Interrupted):
             a.sync_all()
         partial = a.collection_info("email")["message_count"]
@@ -237,6 +247,7 @@ def test_interrupted_pass_resumes(mailroot: Path, real_embedder: Any,
     calls = real_embedder.calls
     starts.clear()
     with open_app(mailroot, real_embedder) as a:
+        in_process(a)
         report = sync(a)
         assert starts == [record.read_to]  # on from where it stopped, not from byte 0
         assert report.indexed == len(words) - partial

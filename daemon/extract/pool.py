@@ -3,7 +3,9 @@
 ``ExtractPool`` keeps up to ``workers`` processes (two where two cores allow). Bulk work may
 hold all but one of them, so a saved note always finds a worker free of a slow book
 (``lease(urgent=True)``); when urgent work holds them all, an urgent lease starts one more
-after ``OVERFLOW_AFTER_S``. Each item has a deadline for the worker's own work
+after ``OVERFLOW_AFTER_S``. Bulk work's workers run at low CPU and I/O priority; urgent
+work's at the user's own (a lowered process cannot raise itself again, and a saved note read
+at nice 10 beside a busy compiler took seconds), so the two lanes keep workers of their own. Each item has a deadline for the worker's own work
 (``timeout_s``); a conversion inside it runs on the conversion's own limit, announced by the
 worker's ``phase`` frames. Past the deadline the worker is killed (with its process group)
 and the item is skipped as ``extract_timeout``; a worker that dies takes only its item with it
@@ -25,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,10 @@ IDLE_S = 300.0  # a worker idle this long is closed (a save after that pays ~0.3
 OVERFLOW_AFTER_S = 0.1
 
 
+class Abandoned(Exception):
+    """A lease given up while it waited: the stream that asked was closed."""
+
+
 class ItemFailed(Exception):
     """The worker went past its deadline or died: ``skip`` says which."""
 
@@ -73,14 +79,17 @@ class PoolSettings:
 
 
 class WorkerProc:
-    """One worker process: frames out on its stdin, frames in from a reader thread."""
+    """One worker process: frames out on its stdin, frames in from a reader thread.
+    ``lowered``: at low CPU and I/O priority, for bulk work (decision 0044)."""
 
-    def __init__(self, settings: PoolSettings) -> None:
+    def __init__(self, settings: PoolSettings, *, lowered: bool = True) -> None:
         self.settings = settings
+        self.lowered = lowered
         cmd = [sys.executable, "-m", "ragd.daemon.extract.worker",
                "--memory-mb", str(settings.memory_mb), "--parent-pid", str(os.getpid()),
                "--tokenizer", str(settings.tokenizer), "--max-tokens", str(settings.max_tokens),
-               "--chunk-budget-s", str(settings.timeout_s * CHUNK_SHARE)]
+               "--chunk-budget-s", str(settings.timeout_s * CHUNK_SHARE),
+               "--priority", "low" if lowered else "normal"]
         self.child: _Child = start_child(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          memory_mb=settings.memory_mb)
         self.frames: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -209,6 +218,7 @@ class ExtractPool:
         self._bulk = 0
         self._cond = threading.Condition()
         self._cancelled = False
+        self._turns: dict[str, threading.Lock] = {}
         self.starts = 0  # processes started (tests, status)
         register_cancellable(self)
         self._reaper = threading.Thread(target=self._close_idle, name="ragd-extract-idle",
@@ -221,21 +231,32 @@ class ExtractPool:
         return max(1, self.workers - 1)
 
     @contextlib.contextmanager
-    def lease(self, *, urgent: bool) -> Iterator[WorkerProc]:
+    def lease(self, *, urgent: bool, abandon: Callable[[], bool] = lambda: False
+              ) -> Iterator[WorkerProc]:
         """A worker for one item or one stream. Raises ``ConversionCancelled`` once the daemon
-        stops."""
-        proc = self._take(urgent)
+        stops, ``Abandoned`` when ``abandon()`` turns true while it waits for one."""
+        proc = self._take(urgent, abandon)
         try:
             yield proc
         finally:
             self._give_back(proc, urgent)
 
-    def _take(self, urgent: bool) -> WorkerProc:
+    def stream_turn(self, root: str) -> threading.Lock:
+        """The lock a collection's container stream holds while it runs: a pass that gave way
+        to a save leaves its stream finishing (or timing out on) the entry in hand, and the
+        next pass's stream waits for it instead of starting a second worker on the same
+        container beside it (which, pass after pass, took every worker from the save)."""
+        with self._cond:
+            return self._turns.setdefault(root, threading.Lock())
+
+    def _take(self, urgent: bool, abandon: Callable[[], bool]) -> WorkerProc:
         since = time.monotonic()
         with self._cond:
             while True:
                 if self._cancelled:
                     raise ConversionCancelled()
+                if abandon():
+                    raise Abandoned()
                 busy = len(self._leased)
                 if busy < self.workers and (urgent or self._bulk < self.bulk_limit):
                     break
@@ -244,14 +265,16 @@ class ExtractPool:
                     break  # one more than workers: a save never waits for another's item
                 self._cond.wait(OVERFLOW_AFTER_S / 2 if urgent else 0.5)
             proc = None
-            while self._idle:
-                candidate = self._idle.pop()
-                if candidate.alive():
-                    proc = candidate
-                    break
-                candidate.kill()
+            lowered = not urgent
+            for candidate in reversed(self._idle):
+                if candidate.lowered == lowered:
+                    self._idle.remove(candidate)
+                    if candidate.alive():
+                        proc = candidate
+                        break
+                    candidate.kill()
             if proc is None:
-                proc = WorkerProc(self.settings)
+                proc = WorkerProc(self.settings, lowered=lowered)
                 self.starts += 1
             self._leased.add(proc)
             if not urgent:
@@ -264,8 +287,9 @@ class ExtractPool:
             if not urgent:
                 self._bulk -= 1
             proc.used_at = time.monotonic()
-            kept = len(self._idle) + len(self._leased)
-            if proc.alive() and not self._cancelled and kept < self.workers:
+            alike = [p for p in (*self._idle, *self._leased) if p.lowered == proc.lowered]
+            room = self.bulk_limit if proc.lowered else max(1, self.workers - self.bulk_limit)
+            if proc.alive() and not self._cancelled and len(alike) < room:
                 self._idle.append(proc)
             else:
                 proc.kill()

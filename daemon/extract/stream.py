@@ -23,9 +23,16 @@ from typing import Any
 
 from ragd.daemon.convert.process import ConversionCancelled
 from ragd.daemon.errors import Interrupted
-from ragd.daemon.extract.pool import Clock, ExtractPool, ItemFailed, WorkerProc, receive
+from ragd.daemon.extract.pool import (
+    Abandoned,
+    Clock,
+    ExtractPool,
+    ItemFailed,
+    WorkerProc,
+    receive,
+)
 from ragd.daemon.extract.work import Loaded
-from ragd.daemon.indexer.readahead import _DONE, CARRY_MAX, CarryKey, Handover, Item
+from ragd.daemon.indexer.readahead import _DONE, CARRY_MAX, STEP_S, CarryKey, Handover, Item
 from ragd.daemon.models import Document, FileState, Skip
 from ragd.daemon.sources.base import Entry
 
@@ -65,19 +72,30 @@ class RemoteEntryStream(Handover[Loaded]):
 
     # -- the session thread ----------------------------------------------------------------------
     def _run(self) -> None:
+        turn = self._pool.stream_turn(str(self._spec.get("root")))
+        held = False
         try:
+            # After the stream of a pass that gave way, which may hold its worker up to the
+            # deadline (it leaves what it learnt in ``carry``); never beside it.
+            while not (held := turn.acquire(timeout=STEP_S)):
+                if self._closed:
+                    return
             at, start, skip = 0, self._todo[0][1] if self._todo else 0, 0
             while at < len(self._todo) and not self._closed:
                 resume = self._session(at, start, skip)
                 if resume is None:
                     break
                 at, start, skip = resume
+        except Abandoned:
+            pass  # closed while it waited for a worker: nothing was read
         except ConversionCancelled:
             self._put(Interrupted("reading was interrupted: the daemon is stopping"))
         except BaseException as exc:  # handed to the writer, which raises it
             log.exception("an extraction stream failed")
             self._put(exc)
         finally:
+            if held:
+                turn.release()
             self._put(_DONE)
 
     def _session(self, at: int, start: int, skip: int) -> tuple[int, int, int] | None:
@@ -98,8 +116,8 @@ class RemoteEntryStream(Handover[Loaded]):
             for i, (f, s) in enumerate(self._todo[at:])]
         counts = [0] * len(todo)
         ends = [row[1] for row in todo]
-        with self._pool.lease(urgent=self._urgent) as proc:
-            n = 0
+        with self._pool.lease(urgent=self._urgent, abandon=lambda: self._closed) as proc:
+            listing = 0  # the container the worker is on
             try:
                 proc.send({"op": "stream", "kind": self._spec, "todo": todo,
                            "state": self._state([row[0] for row in todo])})
@@ -110,9 +128,14 @@ class RemoteEntryStream(Handover[Loaded]):
                         return None
                     n = _index(frame, len(todo))
                     f = self._todo[at + n][0]
+                    if n < listing:
+                        raise ItemFailed(Skip("extract_crashed", "the worker went back to a "
+                                              "container it had ended"))
+                    listing = n
                     if kind == "end":
                         ends[n] = max(ends[n], _int(frame.get("end")))
                         self._put(Item(at + n, f, end=ends[n]))
+                        listing = n + 1  # the worker lists the next: a failure is that one's
                     elif kind == "error":
                         self._put_skip(at + n, f, Skip("parse_error", str(frame.get("error"))))
                     elif kind == "entry":
@@ -125,7 +148,9 @@ class RemoteEntryStream(Handover[Loaded]):
                                               f"the worker sent {kind!r} in a stream"))
             except ItemFailed as failed:
                 proc.kill()  # whatever it was doing, it is not trusted with the next item
-                return self._failed(failed.skip, at, n, counts, ends)
+                if listing >= len(todo):
+                    return None  # every container ended: only its "done" was missing
+                return self._failed(failed.skip, at, listing, counts, ends)
 
     def _state(self, paths: list[str]) -> dict[str, Any] | None:
         """What the kind's walk learnt that its entries need (a mail file's format, a
@@ -180,7 +205,12 @@ class RemoteEntryStream(Handover[Loaded]):
                 return at + n, max(entry.end, ends[n]), 0
             return at + n, self._todo[at + n][1], counts[n]
         # The listing itself failed (or stalled): the container is recorded as read up to the
-        # last entry handed over, with the failure, and the next one is read.
+        # last entry handed over, with the failure, and the next one is read. Closed (the
+        # writer gave way meanwhile), the failure is kept for the next pass, which records it
+        # instead of listing the container again.
+        if self._closed:
+            self._carry_as(_listing_key(f), _done(Loaded("", skip, 0.0)))
+            return None
         self._put_skip(at + n, f, skip)
         self._put(Item(at + n, f, end=ends[n]))
         if at + n + 1 >= len(self._todo):

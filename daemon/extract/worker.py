@@ -191,12 +191,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, required=True)
     parser.add_argument("--chunk-budget-s", type=float, default=0.0,
                         help="a long text is cut to what chunking does in this time")
+    parser.add_argument("--priority", choices=("low", "normal"), default="low",
+                        help="low: bulk work's worker; normal: a saved note's (decision 0041)")
     args = parser.parse_args(argv)
     if args.parent_pid:  # first: a worker must never outlive the daemon (decision 0024)
         from ragd.daemon.convert.lifeline import die_with_parent
 
         die_with_parent(args.parent_pid)
-    _lower_priority()
+    if args.priority == "low":
+        _lower_priority()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="ragd-extract %(levelname)s %(name)s: %(message)s")
     # The protocol owns the real stdout; anything a library prints goes to stderr.
@@ -222,7 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _lower_priority() -> None:
-    """Extraction is bulk work: below the user's programs (and the daemon's saves)."""
+    """Bulk extraction runs below the user's programs (and the daemon's saves). A lowered
+    process cannot raise itself again, so saves have workers of their own (the pool's urgent
+    lane)."""
     try:
         from ragd.daemon.runtime import priority
     except ImportError:

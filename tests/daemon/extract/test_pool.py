@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ragd.daemon.embed.embedding import tokenizer_file
+from ragd.daemon.extract import pool as pool_module
 from ragd.daemon.extract.kinds import spec_of
 from ragd.daemon.extract.pool import ExtractPool, PoolSettings
 from ragd.daemon.extract.stream import RemoteEntryStream
@@ -72,9 +73,13 @@ def test_a_note_read_in_a_worker_is_what_the_daemon_reads(tmp_path: Path,
     assert remote.chunked == here.chunked
 
 
-def test_an_item_past_its_deadline_is_skipped_and_the_next_goes_on(tmp_path: Path) -> None:
+def test_an_item_past_its_deadline_is_skipped_and_the_next_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _slow_note(tmp_path, "slow.md")
     (tmp_path / "next.md").write_text(NOTE, encoding="utf-8")
+    # Chunking may take 20 deadlines here, so the 1.2 M characters of Chinese (~7 s) are not
+    # cut to the budget and outlast the deadline, as a parser stuck on a hostile file would.
+    monkeypatch.setattr(pool_module, "CHUNK_SHARE", 20.0)
     pool = _pool(timeout_s=1.0)
     try:
         spec = spec_of(kind_for("vault", (), None, tmp_path), tmp_path)
@@ -149,3 +154,27 @@ def test_a_mailbox_is_streamed_and_loaded_in_a_worker(tmp_path: Path,
     assert sorted(titles) == ["Bird heron", "Bird ibis", "Bird jacana"]
     assert ends == [("Birds.mbox", (root / "Birds.mbox").stat().st_size)]
     assert isinstance(walked.files[0], FileState)
+
+
+def _nice(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[16])
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads nice values from /proc")
+def test_bulk_work_has_lowered_workers_and_a_saved_note_does_not(tmp_path: Path,
+                                                                 pool: ExtractPool) -> None:
+    """A lowered process cannot raise itself again: a save read at nice 10 beside a busy
+    compiler takes seconds. So each lane keeps workers of its own; when urgent work holds
+    every worker, an urgent lease starts one more, closed when it is given back."""
+    own = _nice(os.getpid())
+    with pool.lease(urgent=False) as bulk, pool.lease(urgent=True) as save:
+        assert bulk.lowered and not save.lowered
+        wait = time.monotonic() + 10
+        while _nice(bulk.pid) == own and time.monotonic() < wait:
+            time.sleep(0.02)  # the worker lowers itself first thing
+        assert _nice(bulk.pid) >= max(own, 10) and _nice(save.pid) == own
+        with pool.lease(urgent=True) as extra:  # both workers are taken
+            assert not extra.lowered and extra.pid not in (bulk.pid, save.pid)
+    assert sorted(pool.pids()) == sorted([bulk.pid, save.pid])  # the extra one is closed
+    with pool.lease(urgent=True) as again:
+        assert again.pid == save.pid  # the urgent lane's worker is kept for the next save

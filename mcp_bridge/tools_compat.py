@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ragd.daemon.errors import InvalidArgument
 from ragd.daemon.ipc.protocol import MAX_FILTER_CHARS, MAX_QUERY_CHARS
 from ragd.mcp_bridge.tools import _object
 from ragd.mcp_bridge.tools_notes import (
@@ -22,6 +23,7 @@ from ragd.mcp_bridge.tools_notes import (
     drop_none,
     optional,
     pick,
+    read_shape,
     spec,
     string,
 )
@@ -322,8 +324,19 @@ def _embeddings_shape(answer: Any) -> dict[str, Any]:
 
 
 def _read_shape(answer: Any) -> dict[str, Any]:
-    return pick(answer, ("path", "title", "content", "frontmatter", "tags", "etag",
-                         "modified", "size_bytes", "truncated"))
+    return read_shape(answer, ("path", "title", "content", "frontmatter", "tags", "etag",
+                               "modified", "size_bytes", "truncated"))
+
+
+def _vwrite_params(args: dict[str, Any]) -> dict[str, Any]:
+    """004's write: the extension decides (.md is a note, anything else an attachment), so a
+    path that does not end in .md needs its bytes, never becomes ``<path>.md``."""
+    if not args["path"].strip().lower().endswith(".md") and args["content_base64"] is None:
+        raise InvalidArgument("content_base64", f"is required: {args['path']!r} does not end "
+                              "in .md, so it is written as an attachment from its bytes",
+                              "pass the file's bytes base64-encoded as content_base64, or end "
+                              "the path in .md to write a note")
+    return drop_none(args)
 
 
 VAULT_DESCRIPTIONS = {
@@ -331,8 +344,10 @@ VAULT_DESCRIPTIONS = {
     "with semantic understanding (best for questions); \"keyword\" for exact terms; "
     "\"semantic\" for meaning. Returns a list of {path, title, folder, content (the matched "
     "chunk), score, frontmatter}.",
-    "read": "Read the full content of a document by relative path. Returns {path, title, "
-    "content, frontmatter, tags, etag, modified, size_bytes, truncated}.",
+    "read": "Read the full content of a document or attachment by relative path. Returns "
+    "{path, title, content, frontmatter, tags, etag, modified, size_bytes, truncated}; an "
+    "attachment also {kind, mime_type}: a document (PDF, DOCX, ...) comes as its markdown in "
+    "content, an image as content_base64.",
     "list_documents": "List documents (and optionally attachments). Body content is not "
     "included: call read for the text. Returns a list of {path, title, folder, kind, tags, "
     "size_bytes, modified}.",
@@ -349,14 +364,15 @@ VAULT_DESCRIPTIONS = {
     "watches the vault). Returns {added, modified, deleted, unchanged}.",
     "build_embeddings": "Wait until every chunk of the vault has its vector (ragd embeds in "
     "the background); force rebuilds the vector index. Returns {chunks_embedded}.",
-    "write": "Create a document, or replace one (replacing needs if_match: the etag read "
-    "returned; prefer edit for targeted changes). Returns {path, created}.",
+    "write": "Create a document or attachment, or replace one (replacing needs if_match: "
+    "the etag read returned; prefer edit for targeted changes). A path not ending in .md is "
+    "an attachment and needs content_base64. Returns {path, created}.",
     "edit": "Replace a text span that appears exactly once in a document: read it first and "
     "copy old_text exactly. Returns {path, replacements}.",
     "delete": "Permanently delete a document or attachment. Confirm the path with the user "
     "first. Returns {path}.",
-    "rename": "Rename or move a document; links to it in other notes are updated. Fails if "
-    "new_path exists. Returns {old_path, new_path}.",
+    "rename": "Rename or move a document or attachment; links and embeds to it in other "
+    "notes are updated. Fails if new_path exists. Returns {old_path, new_path}.",
 }
 
 
@@ -389,7 +405,7 @@ VAULT_TOOLS = (
            lambda a: pick(a, ("added", "modified", "deleted", "unchanged")), kind="admin"),
     _vault("build_embeddings", "Build embeddings", REBUILD_INPUT, "note_embeddings", drop_none,
            lambda a: pick(a, ("chunks_embedded",)), kind="admin"),
-    _vault("write", "Write a document", VWRITE_INPUT, "note_write", drop_none,
+    _vault("write", "Write a document", VWRITE_INPUT, "note_write", _vwrite_params,
            lambda a: {"path": a.get("path"), "created": bool(a.get("created"))},
            kind="destroy"),
     _vault("edit", "Edit a document", VEDIT_INPUT, "note_edit", drop_none,

@@ -8,6 +8,7 @@ the fix; the daemon checks again and decides about paths (containment, hidden fo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,6 +19,7 @@ from ragd.mcp_bridge.tools import SEARCH_TIMEOUT_S, ToolSpec, _object, _reject_u
 NOTES = "notes"
 WRITE_TIMEOUT_S = 120.0  # a write answers once the writer committed it (seconds, usually)
 MAX_CONTENT_CHARS = 5_000_000
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # ids are SQLite integers
 _MISSING = object()
 
 
@@ -65,6 +67,12 @@ def check_args(tool: str, args: Mapping[str, Any], schema: dict[str, Any]) -> di
     for name, prop in schema["properties"].items():
         value = args.get(name, _MISSING)
         kind = _kind(prop)
+        if value is None and kind == "number" and "type" in prop:
+            # Not nullable: and a NaN or an Infinity a client wrote arrives as null (the SDK
+            # reads them, then passes them on in JSON), so it must not become the default.
+            raise InvalidArgument(name, "must be a finite number, got null (NaN and Infinity "
+                                  "arrive as null)", f"pass {name} as a number such as "
+                                  f"{prop.get('default', 0.5)}, or leave it out for the default")
         if value is _MISSING or value is None:
             if name in schema.get("required", ()):
                 raise InvalidArgument(name, "is required", f"pass {name} ({kind})")
@@ -85,12 +93,23 @@ def check_args(tool: str, args: Mapping[str, Any], schema: dict[str, Any]) -> di
         if kind == "string" and "\x00" in value:
             raise InvalidArgument(name, "contains a NUL character", f"pass {name} as plain text")
         if kind in ("integer", "number"):
-            low, high = bounds.get("minimum"), bounds.get("maximum")
-            if (low is not None and value < low) or (high is not None and value > high):
-                raise InvalidArgument(name, f"must be between {low} and {high}, got {value}",
-                                      f"pass a {kind} from {low} to {high}")
+            _check_range(name, kind, value, bounds)
         out[name] = value
     return out
+
+
+def _check_range(name: str, kind: str, value: int | float, bounds: Mapping[str, Any]) -> None:
+    """A number must be finite (JSON has no NaN, but a client's encoder may write one) and
+    inside its bounds; an integer without bounds inside int64, what SQLite stores."""
+    if kind == "number" and not math.isfinite(value):
+        raise InvalidArgument(name, f"must be a finite number, got {value}",
+                              f"pass {name} as a number such as 0.5")
+    low = bounds.get("minimum", INT64_MIN if kind == "integer" else None)
+    high = bounds.get("maximum", INT64_MAX if kind == "integer" else None)
+    if (low is not None and value < low) or (high is not None and value > high):
+        shown = f"{value}" if abs(value) < 10**30 else "a far larger number"
+        raise InvalidArgument(name, f"must be between {low} and {high}, got {shown}",
+                              f"pass a {kind} from {low} to {high}")
 
 
 def pick(value: Any, fields: tuple[str, ...]) -> dict[str, Any]:
@@ -130,9 +149,21 @@ READ_NOTE_INPUT = _object({
 READ_FIELDS = ("vault", "path", "title", "folder", "etag", "size_bytes", "modified", "content",
                "section", "truncated", "total_chars", "headings", "frontmatter", "tags",
                "aliases", "links", "backlinks")
+ATTACHMENT_FIELDS = ("kind", "mime_type", "content_base64")  # only in an attachment's answer
+
+
+def read_shape(answer: Any, fields: tuple[str, ...] = READ_FIELDS) -> dict[str, Any]:
+    """A read's ``fields``; an attachment's answer also says its kind and MIME type, and
+    carries an image's (or another binary file's) bytes as base64."""
+    out = pick(answer, fields)
+    if isinstance(answer, Mapping) and answer.get("kind") == "attachment":
+        out.update({f: answer.get(f) for f in ATTACHMENT_FIELDS if answer.get(f) is not None})
+    return out
+
 
 CONTEXT_INPUT = _object({
-    "chunk_id": {"type": "integer", "description": "A search result's metadata.chunk_id."},
+    "chunk_id": {"type": "integer", "description": "A search result's metadata.chunk_id.",
+                 "minimum": INT64_MIN, "maximum": INT64_MAX},
     "before": optional("integer", "Passages before the hit (0 to 20).", 1, minimum=0,
                        maximum=20),
     "after": optional("integer", "Passages after the hit (0 to 20).", 1, minimum=0,
@@ -205,7 +236,9 @@ to) and backlinks (the notes that link to it). Use it after rag_search when a pa
 enough: pass the result's path relative to the vault (the part of source_path after the \
 vault folder; rag_list_notes lists them). Returns {vault, path, title, folder, etag, \
 size_bytes, modified, content, section, truncated, total_chars, headings, frontmatter, tags, \
-aliases, links, backlinks}; `etag` is what a write tool's if_match wants."""
+aliases, links, backlinks}; `etag` is what a write tool's if_match wants. An attachment \
+(a PDF, an image) is read too: a document as its markdown, an image as content_base64 with \
+its mime_type."""
 CONTEXT_DESCRIPTION = """\
 The passages around one search hit: the hit's chunk with the chunks before and after it in \
 the same note, in order, with their heading paths. Cheaper than reading the whole note when \
@@ -231,21 +264,23 @@ suggested_link, section}]}."""
 WRITE_DESCRIPTION = """\
 Create a note, or replace an existing note's whole text. Replacing needs `if_match`: the \
 etag from rag_read_note, so a change made since is never lost (prefer rag_edit_note for a \
-targeted change). The note is searchable when this returns. Returns {vault, path, etag, \
-created, size_bytes, chunks_indexed}."""
+targeted change); a note another call created first is never replaced (`exists`). The note \
+is searchable when this returns. Returns {vault, path, etag, created, size_bytes, \
+chunks_indexed}."""
 EDIT_DESCRIPTION = """\
 Replace one exact piece of a note's text: `old_text` must occur exactly once (read the note \
 first and copy it). Zero or several matches change nothing and say where the nearest \
-matches are. The note is searchable when this returns. Returns {vault, path, etag, created, \
-size_bytes, chunks_indexed}."""
+matches are; a note over 20 MB is refused (`too_large`), never cut. The note is searchable \
+when this returns. Returns {vault, path, etag, created, size_bytes, chunks_indexed}."""
 APPEND_DESCRIPTION = """\
 Add text at the end of an existing note (a log, a list). Returns {vault, path, etag, \
 created, size_bytes, chunks_indexed}."""
 RENAME_DESCRIPTION = """\
-Rename or move a note, and update every link to it in other notes ([[Old]], [[Old|alias]], \
-[[Old#Heading]], ![[Old]] and markdown links), keeping aliases and headings, as Obsidian \
-does. Returns {vault, old_path, new_path, etag, links_updated, notes_updated: [{path, \
-links}]}."""
+Rename or move a note or an attachment, and update every link to it in other notes \
+([[Old]], [[Old|alias]], [[Old#Heading]], ![[Old]], ![[image.jpg]] and markdown links), \
+keeping aliases and headings, as Obsidian does. Never replaces a file (`exists`). Returns \
+{vault, old_path, new_path, etag, links_updated, notes_updated: [{path, links}], \
+notes_not_updated: [{path, reason}]}."""
 DELETE_DESCRIPTION = """\
 Delete a note from the vault (and so from search). Irreversible unless the vault is backed \
 up: confirm with the user first. Returns {vault, path, deleted}."""
@@ -257,7 +292,7 @@ def _note_params(args: dict[str, Any]) -> dict[str, Any]:
 
 NOTES_TOOLS: tuple[ToolSpec, ...] = (
     spec("rag_read_note", "Read a note", NOTES, READ_DESCRIPTION, READ_NOTE_INPUT,
-         "note_read", _note_params, lambda a: pick(a, READ_FIELDS)),
+         "note_read", _note_params, read_shape),
     spec("rag_note_context", "Passages around a search hit", NOTES, CONTEXT_DESCRIPTION,
          CONTEXT_INPUT, "note_chunks", _note_params,
          lambda a: pick(a, ("collection", "path", "title", "chunk_id", "chunk_count",
@@ -285,7 +320,7 @@ NOTES_TOOLS: tuple[ToolSpec, ...] = (
     spec("rag_rename_note", "Rename a note and its links", NOTES, RENAME_DESCRIPTION,
          RENAME_INPUT, "note_rename", _note_params,
          lambda a: pick(a, ("vault", "old_path", "new_path", "etag", "links_updated",
-                            "notes_updated")), kind="write"),
+                            "notes_updated", "notes_not_updated")), kind="write"),
     spec("rag_delete_note", "Delete a note", NOTES, DELETE_DESCRIPTION, DELETE_INPUT,
          "note_delete", _note_params, lambda a: pick(a, ("vault", "path", "deleted")),
          kind="destroy"),

@@ -16,6 +16,7 @@ NOTE_METHODS: tuple[str, ...] = (
 WRITE_METHODS = frozenset({"note_write", "note_edit", "note_append", "note_delete",
                            "note_rename"})
 MAX_NOTE_CHARS = 5_000_000  # what one write may carry (a long note is ~100 KB)
+MIN_CHUNK_ID, MAX_CHUNK_ID = -(2**63), 2**63 - 1  # chunk ids are SQLite integers (int64)
 MAX_REPLY_NOTE_CHARS = 2_000_000
 
 
@@ -42,7 +43,7 @@ def build_models(base: Any) -> dict[str, Any]:
         max_chars: Annotated[int, Field(ge=1, le=MAX_REPLY_NOTE_CHARS)] = 200_000
 
     class ChunksParams(base):  # type: ignore[misc, valid-type]
-        chunk_id: int
+        chunk_id: Annotated[int, Field(ge=MIN_CHUNK_ID, le=MAX_CHUNK_ID)]  # SQLite's int64
         before: Annotated[int, Field(ge=0, le=20)] = 1
         after: Annotated[int, Field(ge=0, le=20)] = 1
 
@@ -64,7 +65,7 @@ def build_models(base: Any) -> dict[str, Any]:
     class SuggestParams(_Vault):
         path: PathText
         n: Annotated[int, Field(ge=1, le=50)] = 5
-        min_similarity: Annotated[float, Field(ge=0, le=1)] = 0.5
+        min_similarity: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.5
         exclude_current: bool = True
         exclude_linked: bool = True
         folder: PathText | None = None

@@ -23,7 +23,8 @@ VAULT_HINT = "call without `vault` to use the default vault, or name one rag_lis
 
 class WriteRefused(PathRefused):
     """A write that would lose someone's change or cannot be done as asked: ``code`` says
-    which (``etag_mismatch``, ``exists``, ``no_match``, ``many_matches``, ``writes_off``)."""
+    which (``etag_mismatch``, ``exists``, ``no_match``, ``many_matches``, ``writes_off``,
+    ``too_large``, ``not_text``; decisions 0028 and 0045)."""
 
     code = "write_refused"
 

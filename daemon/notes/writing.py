@@ -1,17 +1,28 @@
-"""Safe writes to a vault (decision 0028): contained, atomic, and never over someone's change.
+"""Safe writes to a vault (decisions 0028, 0045): contained, atomic, one writer per path, and
+never over someone's change nor shorter than meant.
 
 - **Where**: the path's text is checked first (``ragd.daemon.notes.places``: relative, no '..', no
-  hidden or excluded component, so never ``.obsidian/``); then the parent folder's real path
-  must lie inside the vault's real root, and an existing target must be a regular file whose
-  real path lies inside it too (a link out of the vault is refused as ``outside_root``).
+  hidden or excluded component, so never ``.obsidian/``); a name the write creates must be one
+  every common file system holds (``ragd.daemon.notes.names``); then the parent folder's real
+  path must lie inside the vault's real root, and an existing target must be a regular file
+  whose real path lies inside it too (a link out of the vault is refused as ``outside_root``).
+- **Who**: every write is one step under the lock of each path it touches
+  (``ragd.daemon.notes.locks``, taken by ``ragd.daemon.notes.steps``): the file as it is on disk
+  is read, compared with ``if_match`` and replaced without another ragd call in between.
 - **How**: the new bytes go to a temporary file in the same folder, are flushed to disk, and
   replace the note with one rename, as Obsidian's own saves do: a reader (the indexer, the
-  user's editor) sees the old note or the new one, never half of it.
+  user's editor) sees the old note or the new one, never half of it. A new file is linked in
+  under its name, which fails if that name exists (whoever made it, ragd or not), and gets the
+  mode the user's umask gives (0644 usually), as the vault's other files have.
 - **Over what**: every write takes ``if_match``, the etag (SHA-256 of the bytes) a read gave.
   A mismatch is refused and nothing changes. Replacing a whole existing note requires it.
+- **Never shorter**: a note is loaded whole or not at all. One over ``MAX_WRITE_BYTES`` is
+  refused for edit and append (``too_large``, with the limit), never cut and written back.
 - **Edit** replaces text found exactly once; none or several matches change nothing, and the
-  refusal says how many there were and where the closest near-miss is.
-- **Rename** moves the file, then rewrites the links that resolved to it in every other note
+  refusal says how many there were and where the closest near-miss is
+  (``ragd.daemon.notes.nearmiss``: linear in the note, capped by a time budget).
+- **Rename** moves the file without ever replacing one (a hard link, or ``renameat2``'s
+  no-replace), then rewrites the links and embeds that resolved to it in every other note
   (each with its own if-unchanged check), keeping ``|alias``, ``#heading`` and embeds.
 """
 
@@ -20,22 +31,29 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import difflib
+import errno
+import functools
+import hashlib
 import os
 import posixpath
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from ragd.daemon.errors import InvalidArgument, PathRefused
+from ragd.daemon.notes import names
+from ragd.daemon.notes.nearmiss import near_miss
 from ragd.daemon.notes.places import WriteRefused
-from ragd.daemon.notes.reading import etag_of
+from ragd.daemon.notes.reading import MAX_NOTE_BYTES
 from ragd.daemon.sources.containment import inside, real_root
 from ragd.daemon.stores import links
 
-MAX_WRITE_BYTES = 20 * 1024 * 1024
+MAX_WRITE_BYTES = MAX_NOTE_BYTES  # what a write may load and change: what a read may load
+# Errors that no other way of writing would avoid; any other failure of a hard link means the
+# file system has none (FAT, exFAT, some network shares: EPERM, ENOTSUP, EINVAL on Windows).
+FATAL = frozenset({errno.ENAMETOOLONG, errno.ENOSPC, errno.EROFS,
+                   getattr(errno, "EDQUOT", errno.ENOSPC)})
 
 
 @dataclass(frozen=True)
@@ -47,11 +65,16 @@ class Target:
     exists: bool
 
 
-def target(root: str, rel: str, param: str, *, create_dirs: bool = True) -> Target:
+def target(root: str, rel: str, param: str, *, create_dirs: bool = True,
+           creating: bool = False) -> Target:
     """The real place ``rel`` names inside the vault ``root``; refused if any link on the
-    way (a parent folder, the file itself) leads outside it, or it is not a regular file."""
+    way (a parent folder, the file itself) leads outside it, or it is not a regular file.
+    With ``creating``, the names the write would create are checked first
+    (``ragd.daemon.notes.names``), before any folder is made."""
     root_real = real_root(root)
     path = os.path.join(root, *rel.split("/"))
+    if creating:
+        names.check_new(root, rel, param)
     parent = os.path.dirname(path)
     parent_real = os.path.realpath(parent)
     if not inside(root_real, parent_real):
@@ -62,41 +85,96 @@ def target(root: str, rel: str, param: str, *, create_dirs: bool = True) -> Targ
         if not inside(root_real, real):
             raise PathRefused(param, f"{rel!r} is a link to {real}, outside the vault",
                               "write inside the vault", code="outside_root")
-        if not os.path.isfile(real):
+        if os.path.isfile(real):
+            return Target(rel, real, True)
+        if os.path.lexists(real):
             raise PathRefused(param, f"{rel!r} is not a regular file", "name a note",
                               code="not_regular")
-        return Target(rel, real, True)
+        # Gone since the look above (another call moved it): absent, as the step will see.
     if not os.path.isdir(parent_real):
         if not create_dirs:
             raise PathRefused(param, f"the folder of {rel!r} does not exist",
                               "pass create_dirs=true or write into an existing folder",
                               code="not_found")
-        os.makedirs(parent_real, exist_ok=True)
+        try:
+            os.makedirs(parent_real, exist_ok=True)
+        except OSError as exc:
+            raise os_refusal(param, rel, exc) from None
         if not inside(root_real, os.path.realpath(parent_real)):  # a race with a link
             raise PathRefused(param, f"{rel!r} lies outside the vault", "write inside the vault",
                               code="outside_root")
     return Target(rel, os.path.join(parent_real, os.path.basename(path)), False)
 
 
-def current(t: Target) -> bytes | None:
-    if not t.exists:
+def os_refusal(param: str, rel: str, exc: OSError) -> PathRefused:
+    """An expected OS refusal as a tool error with a code, never an internal error."""
+    if exc.errno == errno.ENAMETOOLONG:
+        return PathRefused(param, f"{rel!r} is longer than the file system allows",
+                           "choose a shorter name or a shallower folder", code="name_too_long")
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return PathRefused(param, f"{rel!r} cannot be written here: {exc.strerror}",
+                           "check the vault folder's permissions", code="unwritable")
+    if exc.errno == errno.ENOSPC:
+        return PathRefused(param, "the disk is full; nothing was written", "free some space",
+                           code="disk_full")
+    return PathRefused(param, f"{rel!r} cannot be written: {exc.strerror or exc}",
+                       "check the vault folder", code="unwritable")
+
+
+def _too_large(t: Target, param: str, size: int) -> WriteRefused:
+    return WriteRefused(param, f"{t.rel!r} is {size:,} bytes, over the {MAX_WRITE_BYTES:,} "
+                        "a tool may load and change; nothing was written (a note is never "
+                        "written back cut short)", "edit it in Obsidian, or split it into "
+                        "smaller notes there", code="too_large")
+
+
+def current(t: Target, param: str = "path") -> bytes | None:
+    """The file's bytes as they are on disk now, whole; None when it does not exist. A file
+    over ``MAX_WRITE_BYTES`` is refused (``too_large``): a prefix is never returned, so an
+    edit can never write back less than it read."""
+    try:
+        with open(t.real, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > MAX_WRITE_BYTES:
+                raise _too_large(t, param, size)
+            data = fh.read(MAX_WRITE_BYTES + 1)
+    except (FileNotFoundError, NotADirectoryError):
         return None
-    with open(t.real, "rb") as fh:
-        return fh.read(MAX_WRITE_BYTES + 1)
+    except OSError as exc:
+        raise PathRefused(param, f"{t.rel!r} cannot be read: {exc.strerror or exc}",
+                          "check the file's permissions", code="unreadable") from None
+    if len(data) > MAX_WRITE_BYTES:  # grew after the fstat
+        raise _too_large(t, param, len(data))
+    return data
 
 
-def check_etag(rel: str, data: bytes | None, if_match: str | None, *,
+def disk_etag(real: str) -> str | None:
+    """The etag of the file at ``real`` now (streamed: any size), or None if it is gone."""
+    digest = hashlib.sha256()
+    try:
+        with open(real, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise PathRefused("path", f"{real!r} cannot be read: {exc.strerror or exc}",
+                          "check the file's permissions", code="unreadable") from None
+    return digest.hexdigest()
+
+
+def check_etag(rel: str, now: str | None, if_match: str | None, *,
                required: bool = False) -> None:
-    """Refuse (``etag_mismatch``) when the note is not what ``if_match`` says it was read as;
-    with ``required``, also when an existing note is replaced without one (``exists``)."""
+    """Refuse (``etag_mismatch``) when the note, whose etag on disk is ``now`` (None: absent),
+    is not what ``if_match`` says it was read as; with ``required``, also when an existing
+    note is replaced without one (``exists``)."""
     if if_match is None:
-        if required and data is not None:
+        if required and now is not None:
             raise WriteRefused("if_match", f"{rel!r} exists; replacing it needs the etag of "
                                "a read, so that no change made since is lost",
                                "read the note (its etag), then write again with if_match, "
                                "or use edit for a targeted change", code="exists")
         return
-    now = etag_of(data) if data is not None else None
     if now != if_match.strip().lower():
         state = "no longer exists" if now is None else "changed since it was read"
         raise WriteRefused("if_match", f"{rel!r} {state} (etag {now or 'none'}, not "
@@ -105,16 +183,37 @@ def check_etag(rel: str, data: bytes | None, if_match: str | None, *,
                            code="etag_mismatch")
 
 
-def atomic_write(real: str, data: bytes) -> None:
-    """Write ``data`` to ``real`` through a temporary file in its folder and one rename."""
+@functools.lru_cache(maxsize=1)
+def umask() -> int:
+    """The daemon's umask, read once. Linux tells it in /proc; elsewhere it is set and put
+    back, and set to 0o077 meanwhile, so a file another thread creates in that instant is
+    made more private, never less."""
+    with contextlib.suppress(OSError, ValueError), \
+            open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    old = os.umask(0o077)
+    os.umask(old)
+    return old
+
+
+def new_file_mode() -> int:
+    """The mode of a new note: what any program's new file gets here (0666 less the umask)."""
+    return 0o666 & ~umask()
+
+
+def temp_with(folder: str, name: str, data: bytes, mode: int | None) -> str:
+    """A temporary file in ``folder`` (hidden: the watcher passes it by) holding ``data``,
+    flushed to disk, with ``mode``; its path."""
     if len(data) > MAX_WRITE_BYTES:
         raise InvalidArgument("content", f"is {len(data):,} bytes; a note may have at most "
                               f"{MAX_WRITE_BYTES:,}", "split it into several notes")
-    folder, name = os.path.split(real)
-    mode = None
-    with contextlib.suppress(OSError):
-        mode = os.stat(real).st_mode & 0o777
-    fd, tmp = tempfile.mkstemp(prefix=f".{name[:80]}.", suffix=".ragd-tmp", dir=folder)
+    stem = name.encode("utf-8", "surrogatepass")[:80].decode("utf-8", "ignore")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=".ragd-tmp", dir=folder)
+    except OSError as exc:
+        raise os_refusal("path", name, exc) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -122,10 +221,31 @@ def atomic_write(real: str, data: bytes) -> None:
             os.fsync(fh.fileno())
         if mode is not None:
             os.chmod(tmp, mode)
-        os.replace(tmp, real)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):  # a full disk, a quota: nothing was changed
+            raise os_refusal("path", name, exc) from None
+        raise
+    return tmp
+
+
+def atomic_write(real: str, data: bytes) -> None:
+    """Replace the file at ``real`` with ``data`` through a temporary file in its folder and
+    one rename, keeping its mode (a file gone meanwhile gets a new note's mode)."""
+    folder, name = os.path.split(real)
+    try:
+        mode = os.stat(real).st_mode & 0o777
+    except OSError:
+        mode = new_file_mode()
+    tmp = temp_with(folder, name, data, mode)
+    try:
+        os.replace(tmp, real)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise os_refusal("path", name, exc) from None
         raise
 
 
@@ -179,29 +299,6 @@ def _find_all(text: str, part: str) -> list[int]:
         out.append(at)
         at = text.find(part, at + 1)
     return out
-
-
-def near_miss(text: str, old: str) -> str:
-    """Where the text most like ``old`` is, and what differs: a hint for the retry."""
-    if not old.strip() or not text:
-        return ""
-    low = text.lower()
-    at = low.find(old.lower())
-    if at >= 0:
-        return (f" It occurs at line {text.count(chr(10), 0, at) + 1} with other letter case:"
-                f" {text[at:at + len(old)][:200]!r}.")
-    squeezed = " ".join(old.split())
-    lines = text.split("\n")
-    width = max(1, old.count("\n") + 1)
-    best, best_line, best_ratio = "", 0, 0.0
-    for i in range(len(lines)):
-        window = "\n".join(lines[i:i + width])
-        ratio = difflib.SequenceMatcher(None, " ".join(window.split()), squeezed).ratio()
-        if ratio > best_ratio:
-            best, best_line, best_ratio = window, i + 1, ratio
-    if best_ratio < 0.5:
-        return ""
-    return f" The closest text is at line {best_line} ({best_ratio:.0%} alike): {best[:200]!r}."
 
 
 def appended(rel: str, data: bytes, content: str) -> bytes:
@@ -262,20 +359,3 @@ def links_to(text: str, from_rel: str, resolver: links.Resolver, target_id: int
     return [lk for lk in links.parse_links(text)
             if (lk.target or lk.heading) and lk.target
             and resolver.resolve(lk.target, from_rel) == target_id]
-
-
-def move(root: str, old: Target, new: Target) -> None:
-    """Rename ``old`` to ``new`` inside the vault; never over an existing file."""
-    if os.path.lexists(new.real):
-        raise WriteRefused("new_path", f"{new.rel!r} already exists", "choose another name",
-                           code="exists")
-    Path(new.real).parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(old.real, new.real)  # fails if new_path appeared meanwhile: never overwrites
-    except FileExistsError:
-        raise WriteRefused("new_path", f"{new.rel!r} already exists", "choose another name",
-                           code="exists") from None
-    except (OSError, AttributeError):  # no hard links here (FAT, some network drives)
-        os.rename(old.real, new.real)
-    else:
-        os.unlink(old.real)

@@ -1,9 +1,11 @@
 """The note methods over IPC (decision 0028): read, list, link, suggest and (opt-in) write.
 
-Reads run on worker threads against the catalog and the files as saved now. Writes change
-the file on disk (``ragd.daemon.notes.writing``) and then queue the path as an explicit job for
-the one writer, waiting until it is committed: the note is searchable when the answer comes,
-and the index stays the writer's alone. The watcher sees the same save and finds nothing
+Reads run on worker threads against the catalog and the files as saved now; a read of an
+attachment gives a document's markdown or a file's base64 (decision 0045). Writes change the
+file on disk in one step under the locks of its paths (``ragd.daemon.notes.steps``, decision
+0045) and then, outside every lock, queue the path as an explicit job for the one writer,
+waiting until it is committed: the note is searchable when the answer comes, and the index
+stays the writer's alone. The watcher sees the same save and finds nothing
 new to do. A method that waits for the writer holds one of its waiting places from the start,
 or is answered busy before it writes anything (``_waits``, decision 0043).
 """
@@ -18,10 +20,10 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ragd.daemon.errors import InvalidArgument, PathRefused
+from ragd.daemon.errors import PathRefused
 from ragd.daemon.ipc.protocol import speaks_for_user
-from ragd.daemon.notes import listing, reading, suggest, writing
-from ragd.daemon.notes.places import WriteRefused, clean_rel, note_rel, vault_collection
+from ragd.daemon.notes import attachments, listing, reading, steps, suggest, writing
+from ragd.daemon.notes.places import WriteRefused, clean_rel, vault_collection
 from ragd.daemon.runtime.scheduler import EXPLICIT, Job
 
 if TYPE_CHECKING:
@@ -55,14 +57,48 @@ async def _vault(d: Daemon, params: dict[str, Any]) -> tuple[Any, Any]:
 
 
 async def note_read(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
-    """A note (or one section) with its properties, tags, links, backlinks and etag."""
+    """A note (or one section) with its properties, tags, links, backlinks and etag; an
+    attachment as its markdown, text or base64 (``ragd.daemon.notes.attachments``)."""
     app, coll = await _vault(d, params)
     cap = params.get("max_chars") or 200_000
     if not speaks_for_user(conn.client):
         cap = min(cap, d.config.convert.max_reply_chars)
-    return await asyncio.to_thread(reading.read, app.catalog, coll, params["path"],
+    rel = await asyncio.to_thread(reading.locate, app.catalog, coll, params["path"], "path",
+                                  _exclude(d))
+    if not attachments.is_note(rel):
+        return await _read_attachment(d, app, coll, rel, conn, cap)
+    return await asyncio.to_thread(reading.read, app.catalog, coll, rel,
                                    section=params.get("section"), exclude=_exclude(d),
                                    max_chars=cap)
+
+
+async def _read_attachment(d: Daemon, app: Any, coll: Any, rel: str, conn: Connection,
+                           cap: int) -> dict[str, Any]:
+    """A document through the doc store (as rag_convert reads it: same reach, same worker),
+    anything else inline."""
+    if attachments.kind(rel) != "document":
+        return await asyncio.to_thread(attachments.read_inline, coll, rel, cap)
+    from ragd.daemon.convert.documents import convert_file
+    from ragd.daemon.runtime.handlers import convert_reach
+
+    restricted = not speaks_for_user(conn.client)
+    reach = await asyncio.to_thread(convert_reach, d, app, restricted)
+    docs = d.on_demand
+    real = os.path.join(coll.root, *rel.split("/"))
+
+    def run() -> dict[str, Any]:
+        try:  # contained like every read (the reach is the collections' folders)
+            converted = convert_file(docs.store, real, max_bytes=docs.settings.max_file_bytes,
+                                     reach=reach, keep_outside=False, max_chars=cap)
+        except PathRefused as exc:  # file_path is not this tool's parameter: path is
+            raise PathRefused("path", exc.message.partition(": ")[2] or exc.message,
+                              exc.hint, code=exc.code) from None
+        st = os.stat(converted["file_path"])
+        out = attachments.base(coll, rel, st.st_size, st.st_mtime,
+                               writing.disk_etag(converted["file_path"]) or "")
+        return attachments.from_conversion(out, converted)
+
+    return await asyncio.to_thread(run)
 
 
 async def note_chunks(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
@@ -299,60 +335,29 @@ async def _writable(d: Daemon, params: dict[str, Any]) -> tuple[Any, Any]:
     return await _vault(d, params)
 
 
-async def _after_write(d: Daemon, conn: Connection, app: Any, coll: Any, rel: str,
-                       created: bool, data: bytes, extra: dict[str, Any] | None = None
-                       ) -> dict[str, Any]:
-    await _index(d, coll, {rel}, conn)
-    chunks = await asyncio.to_thread(_chunks_of, app.catalog, coll, rel)
-    return {"vault": coll.name, "path": rel, "etag": reading.etag_of(data), "created": created,
-            "size_bytes": len(data), "chunks_indexed": chunks, **(extra or {})}
+async def _after_write(d: Daemon, conn: Connection, app: Any, coll: Any,
+                       done: steps.Written) -> dict[str, Any]:
+    """Index what a step wrote (outside its locks) and answer once it is searchable."""
+    await _index(d, coll, {done.rel}, conn)
+    chunks = await asyncio.to_thread(_chunks_of, app.catalog, coll, done.rel)
+    return {"vault": coll.name, "path": done.rel, "etag": done.etag, "created": done.created,
+            "size_bytes": done.size, "chunks_indexed": chunks}
 
 
 async def note_write(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
-    """Create a note, or replace one whose etag ``if_match`` gives."""
+    """Create a note or an attachment, or replace one whose etag ``if_match`` gives: one
+    step under the path's lock (``ragd.daemon.notes.steps``)."""
     app, coll = await _writable(d, params)
-    binary = params.get("content_base64") is not None
-    rel = clean_rel(params["path"], "path", _exclude(d)) if binary else \
-        note_rel(params["path"], "path", _exclude(d))
-    if binary and rel.lower().endswith(".md"):
-        raise InvalidArgument("content_base64", "is for attachments; a .md note takes content",
-                              "pass the note's text as content")
-
-    def run() -> tuple[bytes, bool]:
-        t = writing.target(coll.root, rel, "path", create_dirs=params.get("create_dirs", True))
-        old = writing.current(t)
-        if params.get("create_only") and old is not None:
-            raise WriteRefused("path", f"{rel!r} already exists", "choose another path, or "
-                               "read it and replace it with if_match", code="exists")
-        writing.check_etag(rel, old, params.get("if_match"), required=True)
-        data = writing.attachment_bytes(params["content_base64"]) if binary else \
-            writing.note_bytes(params.get("content") or "", params.get("frontmatter"))
-        writing.atomic_write(t.real, data)
-        return data, old is None
-
-    data, created = await asyncio.to_thread(run)
-    return await _after_write(d, conn, app, coll, rel, created, data)
+    done = await asyncio.to_thread(steps.write, coll, params, _exclude(d))
+    return await _after_write(d, conn, app, coll, done)
 
 
 async def _change(d: Daemon, params: dict[str, Any], conn: Connection,
-                  change: Callable[[str, bytes], bytes]) -> dict[str, Any]:
-    """Read, check ``if_match``, change and write back an existing note."""
+                  how: Callable[[str, bytes], bytes]) -> dict[str, Any]:
+    """Read, check ``if_match``, change and write back an existing note, in one step."""
     app, coll = await _writable(d, params)
-
-    def run() -> tuple[str, bytes]:
-        rel = reading.locate(app.catalog, coll, params["path"], "path", _exclude(d))
-        t = writing.target(coll.root, rel, "path", create_dirs=False)
-        old = writing.current(t)
-        if old is None:
-            raise PathRefused("path", f"no note {rel!r}", "create it with write",
-                              code="not_found")
-        writing.check_etag(rel, old, params.get("if_match"))
-        data = change(rel, old)
-        writing.atomic_write(t.real, data)
-        return rel, data
-
-    rel, data = await asyncio.to_thread(run)
-    return await _after_write(d, conn, app, coll, rel, False, data)
+    done = await asyncio.to_thread(steps.change, app.catalog, coll, params, _exclude(d), how)
+    return await _after_write(d, conn, app, coll, done)
 
 
 async def note_edit(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
@@ -369,91 +374,20 @@ async def note_append(d: Daemon, params: dict[str, Any], conn: Connection) -> An
 
 async def note_delete(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
     app, coll = await _writable(d, params)
-
-    def run() -> str:
-        rel = reading.locate(app.catalog, coll, params["path"], "path", _exclude(d))
-        t = writing.target(coll.root, rel, "path", create_dirs=False)
-        writing.check_etag(rel, writing.current(t), params.get("if_match"))
-        os.unlink(t.real)
-        return rel
-
-    rel = await asyncio.to_thread(run)
+    rel = await asyncio.to_thread(steps.delete, app.catalog, coll, params, _exclude(d))
     await _index(d, coll, {rel}, conn)
     return {"vault": coll.name, "path": rel, "deleted": True}
 
 
 async def note_rename(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
-    """Move a note and rewrite the links that resolved to it (see ``ragd.daemon.notes.writing``)."""
+    """Move a note or an attachment and rewrite the links that resolved to it (see
+    ``ragd.daemon.notes.steps``)."""
     app, coll = await _writable(d, params)
-    ex = _exclude(d)
-
-    def run() -> dict[str, Any]:
-        old_rel = reading.locate(app.catalog, coll, params["old_path"], "old_path", ex)
-        new_rel = clean_rel(params["new_path"], "new_path", ex)
-        if old_rel.lower().endswith(".md") and not new_rel.lower().endswith(".md"):
-            new_rel += ".md"
-        old_t = writing.target(coll.root, old_rel, "old_path", create_dirs=False)
-        new_t = writing.target(coll.root, new_rel, "new_path")
-        if new_t.exists:
-            raise WriteRefused("new_path", f"{new_rel!r} already exists",
-                               "choose another name", code="exists")
-        writing.check_etag(old_rel, writing.current(old_t), params.get("if_match"))
-        res = reading.resolver(app.catalog, coll)
-        row = reading.source_row(app.catalog, coll, old_rel)
-        linking = _linking_notes(app, coll, row, res) if row is not None and \
-            params.get("update_links", True) else []
-        writing.move(coll.root, old_t, new_t)
-        unique = len(res.by_name.get(writing.links.link_key(new_rel), [])) == 0 or \
-            all(p == old_rel for _, p, _ in res.by_name.get(writing.links.link_key(new_rel), []))
-        changed = []
-        for src_rel in linking:
-            from_rel = new_rel if src_rel == old_rel else src_rel
-            n = _relink(coll, from_rel, res, row["id"], new_rel, unique)
-            if n:
-                changed.append({"path": from_rel, "links": n})
-        return {"old_path": old_rel, "new_path": new_rel, "notes_updated": changed}
-
-    out = await asyncio.to_thread(run)
-    await _index(d, coll, {out["old_path"], out["new_path"],
-                           *(c["path"] for c in out["notes_updated"])}, conn)
-    etag = await asyncio.to_thread(lambda: reading.load(coll, out["new_path"], "new_path").etag)
-    return {"vault": coll.name, **out, "etag": etag,
-            "links_updated": sum(c["links"] for c in out["notes_updated"])}
-
-
-def _linking_notes(app: Any, coll: Any, row: Any, res: Any) -> list[str]:
-    """Paths of the notes whose links resolve to ``row`` (the note itself included)."""
-    from ragd.daemon.stores import links
-
-    with app.catalog.reading() as db:
-        note = links.NoteName(row["id"], row["path"], tuple(
-            json.loads(row["metadata"]).get("aliases") or []))
-        found = links.backlinks(db, coll.id, note, res)
-    return sorted({res.path_of[lk.source_id] for lk in found if lk.source_id in res.path_of})
-
-
-def _relink(coll: Any, rel: str, res: Any, target_id: int, new_rel: str, unique: bool) -> int:
-    """Point ``rel``'s links to the renamed note at ``new_rel``; the number rewritten. The
-    note is rewritten only if it is unchanged between its read and its write."""
-    t = writing.target(coll.root, rel, "path", create_dirs=False)
-    data = writing.current(t)
-    if data is None:
-        return 0
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        log.warning("rename: %s is not UTF-8; its links were left as they were", rel)
-        return 0
-    # Links are resolved from where the note was (a note's links to itself moved with it).
-    hits = writing.links_to(text, rel, res, target_id)
-    if not hits:
-        return 0
-    new = writing.rewrite_links(text, rel, hits, new_rel, unique).encode("utf-8")
-    if writing.current(t) != data:  # edited meanwhile: leave it, the user's save wins
-        log.warning("rename: %s changed while its links were rewritten; left as it is", rel)
-        return 0
-    writing.atomic_write(t.real, new)
-    return len(hits)
+    out = await asyncio.to_thread(steps.rename, app.catalog, coll, params, _exclude(d))
+    await _index(d, coll, {out.old_rel, out.new_rel, *(c["path"] for c in out.updated)}, conn)
+    return {"vault": coll.name, "old_path": out.old_rel, "new_path": out.new_rel,
+            "etag": out.etag, "notes_updated": out.updated, "notes_not_updated": out.left,
+            "links_updated": sum(c["links"] for c in out.updated)}
 
 
 NOTE_HANDLERS: dict[str, Handler] = {

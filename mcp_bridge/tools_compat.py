@@ -57,7 +57,9 @@ def _semantic_shape(answer: Any) -> list[dict[str, Any]]:
     for r in _list(answer, "results"):
         meta = r.get("metadata") or {}
         out.append({"id": str(meta.get("chunk_id")), "content": r.get("content"),
-                    "similarity": r.get("score"), "file_path": r.get("path"),
+                    # the cosine of the chunk to the query (0-1), as Omni's 1 - distance,
+                    # never the rank-derived score (issue 36)
+                    "similarity": meta.get("similarity"), "file_path": r.get("path"),
                     "note_title": r.get("title"),
                     "header_context": " > ".join(meta.get("heading_path") or []),
                     "folder": r.get("folder"), "tags": list(meta.get("tags") or []),

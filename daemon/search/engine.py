@@ -283,9 +283,12 @@ class SearchEngine:
         t0 = time.perf_counter()
         query = " ".join(req.query.split())
         if query and req.mode == "hybrid" and self.settings.fusion == "zscore":
-            results = self._hybrid(query, req)
+            results, vec = self._hybrid(query, req)
         else:
-            results = self._ranked(query, req)
+            results, vec = self._ranked(query, req)
+        monotone(results)
+        if vec is not None:
+            self._similarities(results, vec)
         out: dict[str, Any] = {"results": results, "indexing": self.indexing()}
         if req.explain:
             out["timing_ms"] = round((time.perf_counter() - t0) * 1000, 2)
@@ -302,8 +305,24 @@ class SearchEngine:
                 return
             k = min(MAX_DEPTH, k * DEPTH_GROWTH)
 
-    def _ranked(self, query: str, req: SearchRequest) -> list[dict[str, Any]]:
-        """Keyword or semantic mode (and hybrid with ``fusion = "rrf"``): chunks by RRF."""
+    def _similarities(self, results: list[dict[str, Any]], vec: np.ndarray) -> None:
+        """Give each result ``metadata.similarity``: the cosine of its chunk to the query,
+        0 to 1 (a negative cosine is 0), None while the chunk waits for its vector. ``score``
+        is the fused rank score, comparable within one answer only; this one means the same in
+        every answer, so a threshold on it means something (issue 36). In metadata: the
+        result's own fields are reference 000's contract."""
+        ids = [int(r["metadata"]["chunk_id"]) for r in results]
+        found = self.catalog.chunk_vectors(self.embedder.fingerprint, ids) if ids else {}
+        q = np.asarray(vec, dtype=np.float32).ravel()
+        for r, cid in zip(results, ids, strict=True):
+            v = found.get(cid)
+            r["metadata"]["similarity"] = (None if v is None else
+                                           round(max(0.0, float(np.dot(v, q))), 4))
+
+    def _ranked(self, query: str, req: SearchRequest
+                ) -> tuple[list[dict[str, Any]], np.ndarray | None]:
+        """Keyword or semantic mode (and hybrid with ``fusion = "rrf"``): chunks by RRF, and
+        the query vector when a semantic leg ran."""
         s = self.settings
         vec = (self.embedder.embed_query(query)
                if query and req.mode in ("hybrid", "semantic") else None)
@@ -315,7 +334,7 @@ class SearchEngine:
         main = [self._weights[leg] for leg, ids in legs.items() if ids]
         terms = self.query_terms(query)
         return [self._result(rows[f.id], f, normalise(f.score, main, s.rrf_k), req, terms)
-                for f in top]
+                for f in top], vec
 
     @property
     def _weights(self) -> dict[str, float]:
@@ -338,23 +357,26 @@ class SearchEngine:
         ranked = legs_without_boilerplate(self.catalog.boilerplate, legs)  # decision 0026
         fused = rrf(ranked, self._weights, s.rrf_k)
         rows = self.catalog.chunks_by_id([f.id for f in fused])
-        fused = [f for f in fused if f.id in rows]  # deleted since the leg ran
+        fused = [f for f in fused if f.id in rows  # not deleted since the leg ran
+                 and not hidden(rows[f.id], req)]
         fused = fold_properties(fused, lambda i: rows[i].source_id,
                                 lambda i: is_properties(rows[i].ordinal))
         top = collapse(fused, lambda i: rows[i].source_id, s.max_per_source, req.top_k)
         return legs, rows, top
 
-    def _hybrid(self, query: str, req: SearchRequest) -> list[dict[str, Any]]:
+    def _hybrid(self, query: str, req: SearchRequest
+                ) -> tuple[list[dict[str, Any]], np.ndarray | None]:
         """Hybrid mode: notes ranked by z-score fusion of their legs (decision 0010), each
-        shown by its best chunks; deeper legs when that comes out short of top_k."""
+        shown by its best chunks; deeper legs when that comes out short of top_k. Also the
+        query vector."""
         vec: np.ndarray | None = None
         for k in self._depths(req.top_k):
             legs = self._hybrid_legs(query, vec, k, req.filters)
             vec = legs.vector
             out = self._hybrid_results(query, legs, req)
             if len(out) >= req.top_k or not legs.full(k):
-                return out
-        return out
+                return out, vec
+        return out, vec
 
     def _hybrid_legs(self, query: str, vec: np.ndarray | None, k: int, f: Filters
                      ) -> _HybridLegs:
@@ -427,7 +449,8 @@ class SearchEngine:
         out: list[dict[str, Any]] = []
         terms = self.query_terms(query)
         for note in notes:
-            for item in by_note.get(note.note, [])[:s.max_per_source]:
+            shown_rows = [i for i in by_note.get(note.note, []) if not hidden(rows[i.id], req)]
+            for item in shown_rows[:s.max_per_source]:
                 shown = Fused(item.id, note.score, note.ranks)
                 out.append(self._result(rows[item.id], shown, note.display, req, terms))
                 if len(out) >= req.top_k:
@@ -483,6 +506,26 @@ class SearchEngine:
             "score": round(score, 4),
             "metadata": metadata,
         }
+
+
+# What a search leaves out unless ``source_type`` asks for it: the feeds an OPML list
+# subscribes to are records of a reader's settings, not something anyone searches for
+# (issue 36: they came back dated today).
+HIDDEN_TYPES = frozenset({"opml"})
+
+
+def hidden(row: ChunkRow, req: SearchRequest) -> bool:
+    return row.source_type in HIDDEN_TYPES and req.filters.source_type != row.source_type
+
+
+def monotone(results: list[dict[str, Any]]) -> None:
+    """Make ``score`` never rise down the list. A sure hit lifted above notes the fusion
+    scored higher (decision 0027) takes the best score of those it passed: rank and score
+    agree in every answer (issue 36)."""
+    best = 0.0
+    for r in reversed(results):
+        best = max(best, float(r["score"]))
+        r["score"] = round(best, 4)
 
 
 def snippet(text: str, terms: Sequence[str], width: int = 240) -> str:

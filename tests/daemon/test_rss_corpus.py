@@ -121,3 +121,23 @@ def test_a_date_filtered_search_returns_what_a_direct_parse_dates_in_range(
         meta = h["metadata"]
         assert date_from <= meta["date"][:10] <= date_to and meta["feed_name"]
         assert h["collection"] == "rss" and h["source_type"] == "rss"
+
+
+def test_subscriptions_of_an_opml_list_are_results_only_when_asked_for(
+        indexed: tuple[App, Path]) -> None:
+    """An OPML list's subscriptions are a reader's settings, dated today: a search leaves them
+    out unless ``source_type="opml"`` asks for them (issue 36)."""
+    app, _ = indexed
+    db = sqlite3.connect(f"file:{app.paths.catalog_path}?mode=ro", uri=True)
+    titles = [r[0] for r in db.execute(
+        "SELECT title FROM sources WHERE source_type='opml' AND status='ok' LIMIT 5")]
+    if not titles:
+        pytest.skip("the shared feeds hold no OPML list")
+    def search(title: str, **filters: Any) -> list[dict[str, Any]]:
+        req = SearchRequest(query=title, mode="keyword", top_k=10, filters=Filters(**filters))
+        return list(app.search_engine.search(req)["results"])
+
+    for title in titles:
+        assert all(r["source_type"] != "opml" for r in search(title)), title
+        asked = search(title, source_type="opml")
+        assert asked and all(r["source_type"] == "opml" for r in asked), title

@@ -70,3 +70,43 @@ def test_without_the_guard_the_lookalikes_bury_it(app: App, monkeypatch: pytest.
     monkeypatch.setattr(fusion, "SURE_PLACE", 10_000)
     monkeypatch.setattr(fusion.keep_sure, "__defaults__", (10_000,))
     assert "Quarterly review" not in titles(app, "zqxfresh6vortex", "hybrid")[:5]
+
+
+def _answer(app: App, query: str, mode: str) -> list[dict[str, Any]]:
+    req = SearchRequest(query=query, mode=mode, top_k=10, filters=Filters())
+    return list(app.search_engine.search(req)["results"])
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic", "keyword"])
+def test_score_never_rises_down_the_list(app: App, mode: str) -> None:
+    """The lifted sure hit sits above notes the fusion scored higher: it takes their score,
+    so rank and score agree (issue 36)."""
+    for query in ("zqxfresh6vortex", "the archive reference zqxfresh6vortex",
+                  "watering plants", "a plan for the weekly meals"):
+        scores = [r["score"] for r in _answer(app, query, mode)]
+        assert scores == sorted(scores, reverse=True), (query, scores)
+
+
+def test_the_lifted_hit_takes_the_score_of_the_notes_it_passed(app: App) -> None:
+    results = _answer(app, "zqxfresh6vortex", "hybrid")
+    place = [r["title"] for r in results].index("Quarterly review")
+    assert place > 0, "the look-alikes are fused above it: the guard lifts it to rank 3"
+    assert results[place]["score"] == results[place - 1]["score"]
+
+
+def test_similarity_is_the_cosine_of_the_chunk_to_the_query(app: App,
+                                                            real_embedder: Any) -> None:
+    """001's semantic_search similarity (and any threshold on it) is the cosine, not a
+    number derived from the rank: an unrelated query scores low, a close one high."""
+    import numpy as np
+
+    close = _answer(app, "Notes on houseplant watering schedule", "semantic")
+    far = _answer(app, "quantum chromodynamics lattice gauge", "semantic")
+    q = real_embedder.embed_query("Notes on houseplant watering schedule")
+    (vec,) = app.catalog.chunk_vectors(real_embedder.fingerprint,
+                                       [close[0]["metadata"]["chunk_id"]]).values()
+    sim = [r["metadata"]["similarity"] for r in close + far]
+    assert sim[0] == round(float(np.dot(vec, q)), 4)
+    assert sim[0] > far[0]["metadata"]["similarity"] + 0.1, (close[0], far[0])
+    assert all(0.0 <= x <= 1.0 for x in sim)
+    assert all("similarity" not in r["metadata"] for r in _answer(app, "watering", "keyword"))

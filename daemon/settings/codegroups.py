@@ -65,9 +65,14 @@ class CodeConfig(BaseModel):
         "(work=/src/api:/src/web:oss=/src/ragd). rag_index(collection=GROUP, path=REPO) adds "
         "a repository",
     )
+    history_commits: int = Field(
+        default=2000, ge=0, le=50000,
+        description="The last this many commits reachable from HEAD are indexed, whatever "
+        "their age (0: no commits)")
     history_months: int = Field(
-        default=6, ge=0, le=600,
-        description="Commits of the last this many months are indexed (0: none)")
+        default=0, ge=0, le=600,
+        description="Also leave out commits older than this many months (0: no age bound; "
+        "history_commits alone decides)")
     max_file_kb: int = Field(
         default=1024, ge=1, le=102400,
         description="Source files larger than this (in KB) are skipped as too_large")

@@ -5,7 +5,8 @@ an alias, its folder's name):
 - each source file git lists (``.gitignore`` respected), ``<alias>/<path>``: its documents are
   its symbols (``ragd.daemon.text.symbols``), keyed by file, kind and qualified name, so an edit
   re-reads one file and an unchanged symbol costs no embedding;
-- each commit of the last ``history_months`` reachable from HEAD, ``<alias>/@commits/<sha>``:
+- each of the last ``history_commits`` commits reachable from HEAD (and of the last
+  ``history_months`` when set), ``<alias>/@commits/<sha>``:
   its documents are one per file it touched. A commit never changes, so a pass reads only the
   new ones; one a rebase or a force-push dropped is a container gone, and its documents go too.
 
@@ -146,10 +147,12 @@ class CodeKind:
             if unreadable is not None:
                 skipped.append((f"{alias}/{COMMITS}", Skip("git_unreadable", str(unreadable))))
             elif isinstance(where, Repo) and self._wants(alias, "commits") \
-                    and self.settings.history_months > 0:
-                since = int(self.now() - self.settings.history_months * MONTH_S)
+                    and self.settings.history_commits > 0:
+                months = self.settings.history_months
+                since = int(self.now() - months * MONTH_S) if months else 0
                 try:
-                    commits = list_commits(where, since, MAX_COMMITS, stop)
+                    commits = list_commits(where, since,
+                                           min(MAX_COMMITS, self.settings.history_commits), stop)
                 except GitError as exc:
                     skipped.append((f"{alias}/{COMMITS}", Skip("git_unreadable", str(exc))))
                     continue

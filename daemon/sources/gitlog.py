@@ -179,15 +179,15 @@ def is_shallow(repo: str | Repo) -> bool:
 
 def list_commits(repo: str | Repo, since_ts: int, limit: int,
                  should_stop: Callable[[], bool] = lambda: False) -> list[tuple[str, int]]:
-    """(sha, commit time) of HEAD's history since ``since_ts``, newest first, at most
-    ``limit``. git stops walking at the window's edge, so 100k older commits cost nothing."""
+    """(sha, commit time) of HEAD's history since ``since_ts`` (0: whatever its age), newest
+    first, at most ``limit``. git stops walking at the window's edge, so 100k older commits cost nothing."""
     where = _repo(repo)
     if head(where) is None:
         return []
     # git reads a number under 100,000,000 as a day of the month, not as seconds ("--since=1"
     # is the first of this month): a window reaching back before 1973-03-03 starts there.
     args = ["rev-list", "--format=%H %ct", "--no-commit-header", f"--max-count={limit}",
-            f"--since={max(100_000_000, since_ts)}", "HEAD"]
+            *([f"--since={max(100_000_000, since_ts)}"] if since_ts > 0 else []), "HEAD"]
     out = run_git(where, args)
     commits: list[tuple[str, int]] = []
     lines = out.decode("ascii", "replace").split()

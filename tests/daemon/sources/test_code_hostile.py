@@ -92,6 +92,15 @@ def test_history_is_bounded_by_the_window_and_a_shallow_clone_reads(tmp_path: Pa
     kind = CodeKind({"r": str(repo)}, CodeConfig(history_months=6))
     commits = [f for f in kind.walk(repo).files if "/@commits/" in f.path]
     assert len(commits) == 1  # 30 commits of 2001 are outside the window, never listed
+    # By default the last history_commits commits whatever their age: a repository whose
+    # last commit is years old still has its history (issue 36).
+    kind = CodeKind({"r": str(repo)}, CodeConfig(history_commits=20))
+    commits = [f for f in kind.walk(repo).files if "/@commits/" in f.path]
+    assert len(commits) == 20 and min(f.mtime_ns for f in commits) < 10**18  # 2001 ones too
+    kind = CodeKind({"r": str(repo)}, CodeConfig())
+    assert len([f for f in kind.walk(repo).files if "/@commits/" in f.path]) == 31
+    kind = CodeKind({"r": str(repo)}, CodeConfig(history_commits=0))
+    assert not [f for f in kind.walk(repo).files if "/@commits/" in f.path]
     clone = tmp_path / "shallow"
     subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(clone)],
                    check=True)

@@ -26,6 +26,9 @@ from ragd.daemon.ipc.protocol import (
     MAX_NAME_CHARS,
     MAX_PATH_CHARS,
     MAX_QUERY_CHARS,
+    MAX_SEARCHES,
+    SEARCH_TYPES,
+    parse_searches,
 )
 from ragd.daemon.settings.policy import check_name, check_path_text, hidden_part, named_document
 
@@ -120,6 +123,22 @@ SEARCH_INPUT = _object({
         "e.g. \"alice\" or \"@example.org\")."),
     "author": _optional_string(
         "Only books whose author contains this text, ignoring case (e.g. \"tolkien\")."),
+    # Beyond reference 000: qmd's typed sub-queries (decision 0048).
+    "searches": {
+        "type": "array", "maxItems": MAX_SEARCHES, "default": [],
+        "items": _object({
+            "type": {"type": "string", "enum": list(SEARCH_TYPES),
+                     "description": "lex: keywords for the keyword (BM25) leg; vec: a "
+                     "paraphrase of the question; hyde: a short passage that answers it."},
+            "query": {"type": "string", "maxLength": MAX_QUERY_CHARS,
+                      "description": "The phrasing itself."},
+        }, ("type", "query")),
+        "description": (
+            "Optional: up to 8 phrasings you write yourself, searched beside `query` and fused "
+            "with it. {\"type\": \"lex\"} adds keywords to the keyword leg (names, codes, "
+            "the words a note would use); {\"type\": \"vec\"} adds a paraphrase of the "
+            "question; {\"type\": \"hyde\"} adds a hypothetical answer (50-100 words, "
+            "written as the note itself would say it). Omit for plain lookups.")},
 }, required=("query",))
 
 _RESULT = _object({
@@ -212,6 +231,14 @@ Filters are optional and combine (all must hold): `collection` (a name, or a typ
 code, project), `source_type`, `date_from`/`date_to` (YYYY-MM-DD, inclusive), `sender` (email \
 sender, case-insensitive substring) and `author` (book author, case-insensitive substring). \
 Call rag_list_collections first if you need the collection names.
+
+Optional `searches`: phrasings you write yourself, fused with `query` (at most 8), as \
+[{"type": "lex", "query": "..."}, {"type": "vec", "query": "..."}, {"type": "hyde", \
+"query": "..."}]. lex: keywords for the keyword leg (names, codes, the terms a note would \
+use); vec: the question rephrased; hyde: 50-100 words written as the answering note itself \
+would say it. They help most when the question is worded unlike the notes (the user \
+describes a feature or a page without knowing its name): add a vec paraphrase and a hyde \
+passage, and lex with the likely names or terms. Leave them out for plain keyword lookups.
 
 Returns {results, indexing}. Each result is a passage: title, content (the passage text), \
 collection, source_type, source_path, source_uri, score (0-1, higher is better) and metadata \
@@ -344,6 +371,7 @@ def parse_search(args: Mapping[str, Any]) -> dict[str, Any]:
         "date_to": _date(args, "date_to"),
         "sender": _text(args, "sender", limit=MAX_FILTER_CHARS),
         "author": _text(args, "author", limit=MAX_FILTER_CHARS),
+        "searches": parse_searches(args.get("searches")) or None,
     }
     if params["date_from"] and params["date_to"] and params["date_from"] > params["date_to"]:
         raise InvalidArgument("date_from", f"{params['date_from']} is after date_to "

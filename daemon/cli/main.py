@@ -69,6 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_filters(p)
     p.add_argument("--explain", action="store_true", help="show each leg's rank")
     p.add_argument("--json", action="store_true", help="print the rag_search JSON")
+    # rag_search's `searches` (decision 0048): phrasings fused with the query, up to 8 in all.
+    p.add_argument("--lex", action="append", default=[], metavar="TEXT",
+                   help="more keywords for the keyword leg (names, codes, the notes' words); "
+                   "repeatable")
+    p.add_argument("--vec", action="append", default=[], metavar="TEXT",
+                   help="a paraphrase of the question for the semantic leg; repeatable")
+    p.add_argument("--hyde", action="append", default=[], metavar="TEXT",
+                   help="a short passage that would answer the question, for the semantic "
+                   "leg; repeatable")
 
     p = sub.add_parser("doctor", help="check configuration, vault paths, model and indexes")
     p.add_argument("--json", action="store_true")
@@ -246,11 +255,16 @@ def format_report(r: Any) -> str:
 
 def search_params(args: argparse.Namespace) -> dict[str, Any]:
     """The rag_search-style parameters of `ragd search` (sent to the daemon as they are)."""
-    return {"query": " ".join(args.query), "collection": args.collection,
-            "top_k": args.top_k, "source_type": args.source_type, "date_from": args.date_from,
-            "date_to": args.date_to, "sender": args.sender, "author": args.author,
-            "mode": args.mode, "folder": args.folder, "tags": args.tag,
-            "explain": args.explain}
+    params: dict[str, Any] = {"query": " ".join(args.query), "collection": args.collection,
+                              "top_k": args.top_k, "source_type": args.source_type,
+                              "date_from": args.date_from, "date_to": args.date_to,
+                              "sender": args.sender, "author": args.author, "mode": args.mode,
+                              "folder": args.folder, "tags": args.tag, "explain": args.explain}
+    searches = [{"type": kind, "query": text} for kind in ("lex", "vec", "hyde")
+                for text in getattr(args, kind)]
+    if searches:  # left out otherwise: a daemon from before decision 0048 refuses the key
+        params["searches"] = searches
+    return params
 
 
 CONVERT_PIECE_CHARS = 2_000_000  # asked of the daemon per call (its most, protocol's limit)

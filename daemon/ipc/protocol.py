@@ -75,6 +75,52 @@ MAX_NAME_CHARS = 256  # collection, source_type, mode, rebuild, date_from/to
 MAX_PATH_CHARS = 4096  # the same as ragd.daemon.settings.policy.MAX_PATH_CHARS
 MAX_TAGS = 100
 MAX_CONVERT_CHARS = 2_000_000  # the most one convert reply may carry: < 12 MB as JSON
+# Typed sub-queries a client writes beside a search's query (qmd's shape; decision 0048): "lex"
+# words for the keyword leg, a "vec" paraphrase and a "hyde" answer passage for the semantic one.
+SEARCH_TYPES = ("lex", "vec", "hyde")
+MAX_SEARCHES = 8  # each at most MAX_QUERY_CHARS
+
+
+def parse_searches(value: Any) -> list[dict[str, str]]:
+    """A search's ``searches``: at most MAX_SEARCHES ``{"type": lex|vec|hyde, "query": text}``,
+    each query non-blank and at most MAX_QUERY_CHARS. Returned with the type lower-cased and
+    the query trimmed; None is no sub-query. Raises InvalidArgument naming ``searches``."""
+    if value is None:
+        return []
+    example = 'e.g. [{"type": "vec", "query": "a paraphrase of the question"}]'
+    if not isinstance(value, list | tuple):
+        raise InvalidArgument("searches", f"must be a list, got {type(value).__name__}",
+                              f"pass a list of {{type, query}} objects, {example}")
+    if len(value) > MAX_SEARCHES:
+        raise InvalidArgument("searches", f"has {len(value)} entries; at most {MAX_SEARCHES}",
+                              "keep the few phrasings that differ most")
+    out: list[dict[str, str]] = []
+    for n, entry in enumerate(value, 1):
+        where = f"entry {n}"
+        if not isinstance(entry, Mapping):
+            raise InvalidArgument("searches", f"{where} must be an object, got "
+                                  f"{type(entry).__name__}", f"write each entry as {example}")
+        extra = sorted(str(k)[:40] for k in entry if k not in ("type", "query"))
+        if extra:
+            raise InvalidArgument("searches", f"{where} has unknown keys: {', '.join(extra)}",
+                                  "an entry has only `type` and `query`")
+        kind, text = entry.get("type"), entry.get("query")
+        kind = kind.strip().lower() if isinstance(kind, str) else kind
+        if kind not in SEARCH_TYPES:
+            raise InvalidArgument("searches", f"{where} has type {kind!r:.40}; use one of "
+                                  f"{', '.join(SEARCH_TYPES)}",
+                                  "lex: keywords for the keyword leg; vec: a paraphrase of the "
+                                  "question; hyde: a short passage that answers it")
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidArgument("searches", f"{where} ({kind}) needs a non-empty string "
+                                  "`query`", "give the phrasing as text, or drop the entry")
+        if len(text) > MAX_QUERY_CHARS:
+            raise InvalidArgument("searches", f"{where} ({kind}) is too long ({len(text):,} "
+                                  f"characters; at most {MAX_QUERY_CHARS:,})",
+                                  "a sub-query is a phrasing, not a document")
+        out.append({"type": kind, "query": text.strip()})
+    return out
+
 
 # The RagdError code a client sees for each protocol-level failure.
 _PROTOCOL_CODES = {
@@ -341,7 +387,7 @@ _MODELS: dict[str, Any] = {}
 def _build_models() -> dict[str, Any]:
     # Built on first use: importing pydantic and building the schemas costs a thin client
     # ~0.2 s it never needs, since only the daemon validates params.
-    from typing import Annotated
+    from typing import Annotated, Literal
 
     from pydantic import BaseModel, ConfigDict, Field
 
@@ -353,6 +399,12 @@ def _build_models() -> dict[str, Any]:
     Filter = Annotated[str, Field(max_length=MAX_FILTER_CHARS)]
     Name = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
     PathText = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
+
+    class SubQueryParams(_Params):
+        """One of a search's ``searches`` (SEARCH_TYPES; decision 0048)."""
+
+        type: Literal["lex", "vec", "hyde"]
+        query: Query
 
     class SearchParams(_Params):
         """Search; ``mode`` and ``top_k`` ranges are checked by the search engine."""
@@ -369,6 +421,7 @@ def _build_models() -> dict[str, Any]:
         folder: Filter | None = None
         tags: Annotated[list[Filter], Field(max_length=MAX_TAGS)] = []
         explain: bool = False
+        searches: Annotated[list[SubQueryParams], Field(max_length=MAX_SEARCHES)] = []
 
     class IndexParams(_Params):
         collection: Name | None = None

@@ -133,7 +133,7 @@ async def search(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
 
     app = await d._ready()
     keys = ("query", "collection", "top_k", "source_type", "date_from", "date_to", "sender",
-            "author", "mode", "folder", "tags", "explain")
+            "author", "mode", "folder", "tags", "explain", "searches")
     args = {k: params[k] for k in keys if k in params and params[k] is not None}
 
     def run() -> Any:

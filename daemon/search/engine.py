@@ -19,6 +19,7 @@ import numpy as np
 from ragd.daemon.convert.formats import page_number
 from ragd.daemon.embed.embedding import Embedder
 from ragd.daemon.errors import InvalidArgument
+from ragd.daemon.ipc.protocol import parse_searches
 from ragd.daemon.search.boilerplate import legs_without_boilerplate, without_boilerplate
 from ragd.daemon.search.filters import COLLECTION_TYPES, MODES, Filters, system_family, to_sql
 from ragd.daemon.search.fusion import (
@@ -27,6 +28,7 @@ from ragd.daemon.search.fusion import (
     collapse,
     fold_properties,
     keep_sure,
+    merge_hits,
     normalise,
     rrf,
     sure_hits,
@@ -71,9 +73,24 @@ MAX_QUERY_TERMS = 64
 NOTE_LEG_MIN = 5
 NOTE_LEG_GROWTH = 4
 MAX_QUOTED = 8  # quoted phrases a query's keyword leg matches
+# How a search's own hits and its sub-queries' are scaled before each chunk keeps its best
+# (fusion.merge_hits). Decision 0048 measured "best" and "z" for both legs: raw scores won.
+# BM25 scores of one index share a scale: a lex phrasing's few rare words rightly outscore a
+# question's common ones; and so do cosines of one model.
+KEYWORD_MERGE = "none"
+SEMANTIC_MERGE = "none"
 _LEGS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ragd-leg")
 
 _QUOTED = re.compile(r'"([^"]+)"')
+
+
+@dataclass(frozen=True)
+class SubQuery:
+    """A phrasing the caller wrote beside the query (decision 0048): ``lex`` words join the
+    keyword leg, a ``vec`` paraphrase or a ``hyde`` answer passage the semantic leg."""
+
+    type: str  # one of SEARCH_TYPES
+    query: str
 
 
 @dataclass(frozen=True)
@@ -83,6 +100,11 @@ class SearchRequest:
     mode: str = "hybrid"
     filters: Filters = field(default_factory=Filters)
     explain: bool = False
+    searches: tuple[SubQuery, ...] = ()
+
+    def sub_queries(self, *types: str) -> list[str]:
+        """The texts of the sub-queries of these types, in the order given."""
+        return [s.query for s in self.searches if s.type in types]
 
 
 @dataclass(frozen=True)
@@ -112,6 +134,12 @@ def validate(req: SearchRequest) -> None:
     f = req.filters
     if f.date_from and f.date_to and f.date_from > f.date_to:
         raise InvalidArgument("date_from", "is after date_to", "swap the two dates")
+    if req.searches:  # as build_request leaves them: types lower-case, queries trimmed
+        given = [{"type": s.type, "query": s.query} for s in req.searches]
+        if parse_searches(given) != given:
+            raise InvalidArgument("searches", "an entry's type is not lower-case or its query "
+                                  "is not trimmed", "build the request with "
+                                  "ragd.daemon.search.params.build_request")
 
 
 # Source metadata a result carries (reference/000 "Metadata by Source Type", then what a
@@ -136,6 +164,7 @@ class _HybridLegs:
     phrase: list[tuple[int, float]]
     titles: list[int]
     depth: int = 0  # what each leg was asked for
+    extra: tuple[np.ndarray, ...] = ()  # the vec and hyde sub-queries' vectors (0048)
 
     def full(self, k: int) -> bool:
         """Whether some leg gave all ``k`` it was asked for (it may hold more)."""
@@ -257,6 +286,39 @@ class SearchEngine:
     def semantic_leg(self, query: str, k: int, filters: Filters) -> list[int]:
         return [cid for cid, _ in self.semantic_hits(query, k, filters)]
 
+    # -- sub-queries (decision 0048) -----------------------------------------------------------
+    def expanded_keyword_hits(self, query: str, lex: Sequence[str], k: int, filters: Filters
+                              ) -> list[tuple[int, float]]:
+        """The keyword leg of ``query`` and its ``lex`` sub-queries: a chunk scored by its best
+        BM25 score over them, the first ``k``. Without sub-queries, ``keyword_hits`` as it
+        is."""
+        hits = self.keyword_hits(query, k, filters)
+        if not lex:
+            return hits
+        return merge_hits([hits, *(self.keyword_hits(q, k, filters) for q in lex)], k,
+                          scale=KEYWORD_MERGE)
+
+    def extra_vectors(self, searches: Sequence[SubQuery]) -> tuple[np.ndarray, ...]:
+        """The vectors of the vec and hyde sub-queries, each embedded as a query is: the
+        embedder's batch path is the indexer's (all threads, a passage prefix for e5)."""
+        return tuple(self.embedder.embed_query(" ".join(s.query.split()))
+                     for s in searches if s.type in ("vec", "hyde"))
+
+    def _semantic_all(self, vec: np.ndarray, extra: Sequence[np.ndarray], k: int,
+                      filters: Filters) -> list[tuple[int, float]]:
+        """The semantic leg of the query vector and the sub-queries' vectors: a chunk scored
+        by its best cosine over them (one scale), the first ``k``."""
+        hits = self._semantic(vec, k, filters)
+        if not extra:
+            return hits
+        return merge_hits([hits, *(self._semantic(v, k, filters) for v in extra)], k,
+                          scale=SEMANTIC_MERGE)
+
+    def _terms(self, query: str, req: SearchRequest) -> list[str]:
+        """The terms a snippet is cut around: the query's, then its lex sub-queries'."""
+        lex = req.sub_queries("lex") if req.mode != "semantic" else []
+        return self.query_terms(" ".join([query, *lex]))
+
     def title_leg(self, query: str, filters: Filters) -> list[int]:
         """The first chunk of each note whose title or an alias equals the query."""
         ids = self.catalog.titles_equal(query, filters.collections)
@@ -326,13 +388,14 @@ class SearchEngine:
         s = self.settings
         vec = (self.embedder.embed_query(query)
                if query and req.mode in ("hybrid", "semantic") else None)
+        extra = self.extra_vectors(req.searches) if vec is not None else ()
         for k in self._depths(req.top_k):
-            legs, rows, top = self._ranked_at(query, vec, k, req)
+            legs, rows, top = self._ranked_at(query, vec, k, req, extra)
             if len(top) >= req.top_k or all(len(ids) < k for ids in legs.values()):
                 break  # enough, or every leg gave all it had
         # 1.0 means rank 1 in every leg that found anything (the exact leg only when it hit).
         main = [self._weights[leg] for leg, ids in legs.items() if ids]
-        terms = self.query_terms(query)
+        terms = self._terms(query, req)
         return [self._result(rows[f.id], f, normalise(f.score, main, s.rrf_k), req, terms)
                 for f in top], vec
 
@@ -342,16 +405,19 @@ class SearchEngine:
         return {"keyword": s.keyword_weight, "semantic": s.semantic_weight,
                 "exact": s.exact_weight}
 
-    def _ranked_at(self, query: str, vec: np.ndarray | None, k: int, req: SearchRequest
+    def _ranked_at(self, query: str, vec: np.ndarray | None, k: int, req: SearchRequest,
+                   extra: Sequence[np.ndarray] = ()
                    ) -> tuple[dict[str, list[int]], dict[int, ChunkRow], list[Fused]]:
         """The legs at depth ``k``, the rows of what they found, and the top results."""
         s = self.settings
         legs: dict[str, list[int]] = {}
         if query:
             if req.mode in ("hybrid", "keyword"):
-                legs["keyword"] = self.keyword_leg(query, k, req.filters)
+                legs["keyword"] = [c for c, _ in self.expanded_keyword_hits(
+                    query, req.sub_queries("lex"), k, req.filters)]
             if vec is not None:
-                legs["semantic"] = [c for c, _ in self._semantic(vec, k, req.filters)]
+                legs["semantic"] = [c for c, _ in self._semantic_all(vec, extra, k,
+                                                                     req.filters)]
             if req.mode != "semantic":
                 legs["exact"] = self.exact_leg(query, k, req.filters)
         ranked = legs_without_boilerplate(self.catalog.boilerplate, legs)  # decision 0026
@@ -370,28 +436,35 @@ class SearchEngine:
         shown by its best chunks; deeper legs when that comes out short of top_k. Also the
         query vector."""
         vec: np.ndarray | None = None
+        extra: tuple[np.ndarray, ...] | None = None
         for k in self._depths(req.top_k):
-            legs = self._hybrid_legs(query, vec, k, req.filters)
-            vec = legs.vector
+            legs = self._hybrid_legs(query, vec, k, req.filters, req.searches, extra)
+            vec, extra = legs.vector, legs.extra
             out = self._hybrid_results(query, legs, req)
             if len(out) >= req.top_k or not legs.full(k):
                 return out, vec
         return out, vec
 
-    def _hybrid_legs(self, query: str, vec: np.ndarray | None, k: int, f: Filters
-                     ) -> _HybridLegs:
-        """Every leg of a hybrid search at depth ``k`` (the query vector is computed once)."""
+    def _hybrid_legs(self, query: str, vec: np.ndarray | None, k: int, f: Filters,
+                     searches: Sequence[SubQuery] = (),
+                     extra: tuple[np.ndarray, ...] | None = None) -> _HybridLegs:
+        """Every leg of a hybrid search at depth ``k`` (the query vector and the sub-queries'
+        are computed once). Lex sub-queries join the keyword leg, vec and hyde ones the
+        semantic leg (and so the note leg read off it); the phrase and title legs are the
+        query's own."""
 
-        def semantic() -> tuple[np.ndarray, list[tuple[int, float]]]:
+        def semantic() -> tuple[np.ndarray, tuple[np.ndarray, ...], list[tuple[int, float]]]:
             v = self.embedder.embed_query(query) if vec is None else vec
-            return v, self._semantic(v, k, f)
+            more = self.extra_vectors(searches) if extra is None else extra
+            return v, more, self._semantic_all(v, more, k, f)
 
         # The semantic leg (ONNX, FAISS) releases the GIL: it runs while the keyword legs do.
         pending = _LEGS.submit(semantic)
-        kw, phrase = self.keyword_hits(query, k, f), self.phrase_hits(query, k, f)
+        lex = [s.query for s in searches if s.type == "lex"]
+        kw, phrase = self.expanded_keyword_hits(query, lex, k, f), self.phrase_hits(query, k, f)
         titles = self.title_leg(query, f)
-        vector, sem = pending.result()
-        return _HybridLegs(vector, kw, sem, phrase, titles, k)
+        vector, more, sem = pending.result()
+        return _HybridLegs(vector, kw, sem, phrase, titles, k, more)
 
     def _hybrid_results(self, query: str, legs: _HybridLegs, req: SearchRequest
                         ) -> list[dict[str, Any]]:
@@ -416,7 +489,7 @@ class SearchEngine:
         if (len({note_of(c) for c, _ in heads}) < NOTE_LEG_MIN
                 and len(legs.semantic) >= legs.depth > 0):
             heads = self._deeper_heads(legs.vector, legs.depth * NOTE_LEG_GROWTH,
-                                       req.filters, rows)
+                                       req.filters, rows, legs.extra)
         # Notes read but not embedded yet: the semantic legs could not have found them.
         waiting = self.catalog.backlog_sources({note_of(c) for c, _ in [*kw, *phrase]}
                                                | {note_of(c) for c in titles})
@@ -447,7 +520,7 @@ class SearchEngine:
         for item in fold_properties(chunks, note_of, lambda i: is_properties(rows[i].ordinal)):
             by_note.setdefault(note_of(item.id), []).append(item)
         out: list[dict[str, Any]] = []
-        terms = self.query_terms(query)
+        terms = self._terms(query, req)
         for note in notes:
             shown_rows = [i for i in by_note.get(note.note, []) if not hidden(rows[i.id], req)]
             for item in shown_rows[:s.max_per_source]:
@@ -458,10 +531,11 @@ class SearchEngine:
         return out
 
     def _deeper_heads(self, vec: np.ndarray, k: int, filters: Filters,
-                      rows: dict[int, ChunkRow]) -> list[tuple[int, float]]:
+                      rows: dict[int, ChunkRow], extra: Sequence[np.ndarray] = ()
+                      ) -> list[tuple[int, float]]:
         """The openings and properties chunks among the semantic leg's ``k`` best (boilerplate
         dropped): a starved note leg, read deeper. ``rows`` gains the rows of new hits."""
-        hits = self._semantic(vec, k, filters)
+        hits = self._semantic_all(vec, extra, k, filters)
         rows.update(self.catalog.chunks_by_id([c for c, _ in hits if c not in rows]))
         opening = self.openings(rows, [c for c, _ in hits if c in rows])
         heads = [(c, x) for c, x in hits if c in opening]

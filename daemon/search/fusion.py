@@ -35,6 +35,31 @@ def rrf(legs: Mapping[str, Sequence[int]], weights: Mapping[str, float], k: int 
     return fused
 
 
+def merge_hits(lists: Sequence[Sequence[tuple[int, float]]], k: int, *, scale: str = "none"
+               ) -> list[tuple[int, float]]:
+    """One leg out of several searches' hits (decision 0048): each chunk scored by its best
+    score over the lists, the first ``k`` by that score. ``scale`` first puts each list on a
+    common scale: "best" divides it by its best score, "z" standardises it over its hits (a
+    list whose best hit stands far above the rest then counts more); "none" takes scores as
+    they are. Ties keep the order of the lists (the main query's first)."""
+    best: dict[int, float] = {}
+    for hits in lists:
+        for cid, value in zip((c for c, _ in hits), _scaled([s for _, s in hits], scale),
+                              strict=True):
+            if cid not in best or value > best[cid]:
+                best[cid] = value
+    return sorted(best.items(), key=lambda h: -h[1])[:k]  # stable: the first seen first
+
+
+def _scaled(values: list[float], scale: str) -> list[float]:
+    if not values or scale == "none":
+        return values
+    if scale == "z":
+        return _standardise(values)
+    top = max(values)
+    return [v / top for v in values] if top > 0 else values
+
+
 def normalise(score: float, weights: Sequence[float], k: int = 60) -> float:
     """Map an RRF sum to 0-1: 1.0 is rank 1 in every leg that ran."""
     best = sum(w / (k + 1) for w in weights)

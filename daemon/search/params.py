@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragd.daemon.errors import InvalidArgument
-from ragd.daemon.search.engine import SearchEngine, SearchRequest
+from ragd.daemon.ipc.protocol import parse_searches
+from ragd.daemon.search.engine import SearchEngine, SearchRequest, SubQuery
 from ragd.daemon.search.filters import Filters, clean_folder, parse_date
 
 
@@ -14,8 +15,10 @@ def build_request(engine: SearchEngine, *, query: str, collection: str | None = 
                   top_k: Any = 10, source_type: str | None = None, date_from: str | None = None,
                   date_to: str | None = None, sender: str | None = None,
                   author: str | None = None, mode: str = "hybrid", folder: str | None = None,
-                  tags: Sequence[str] = (), explain: bool = False) -> SearchRequest:
-    """Validate and normalise; every problem is an InvalidArgument naming its parameter."""
+                  tags: Sequence[str] = (), explain: bool = False,
+                  searches: Sequence[Mapping[str, Any]] | None = None) -> SearchRequest:
+    """Validate and normalise; every problem is an InvalidArgument naming its parameter.
+    ``searches``: typed sub-queries, ``{"type": "lex" | "vec" | "hyde", "query": text}``."""
     if not isinstance(query, str):
         raise InvalidArgument("query", "must be a string", "pass the question or keywords")
     if isinstance(top_k, bool) or not isinstance(top_k, int):
@@ -33,4 +36,7 @@ def build_request(engine: SearchEngine, *, query: str, collection: str | None = 
     )
     # A command line can carry lone surrogates (undecodable bytes); no index can encode them.
     query = query.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-    return SearchRequest(query=query, top_k=top_k, mode=mode, filters=filters, explain=explain)
+    subs = tuple(SubQuery(s["type"], s["query"].encode("utf-8", "surrogatepass")
+                          .decode("utf-8", "replace")) for s in parse_searches(searches))
+    return SearchRequest(query=query, top_k=top_k, mode=mode, filters=filters, explain=explain,
+                         searches=subs)

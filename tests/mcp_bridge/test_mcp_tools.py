@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from ragd.daemon.errors import InvalidArgument
 from ragd.mcp_bridge import tools
 from ragd.mcp_bridge.tools import (
     DOC_STORE_FIELDS,
+    MAX_QUERY_CHARS,
     RESULT_FIELDS,
+    SEARCH_DESCRIPTION,
+    SEARCH_INPUT,
     TOOLS,
     parse_convert,
     parse_doc_store,
@@ -43,13 +48,17 @@ REFERENCE: dict[str, list[tuple[str, str, str]]] = {
     "rag_index": [("collection", "str", "required"), ("path", "str | null", "null")],
     "rag_doc_store_info": [],
 }
+# Optional parameters beyond the reference, after its own (decision 0048: qmd's sub-queries).
+ADDED: dict[str, list[str]] = {"rag_search": ["searches"]}
 
 
-def check_input_schema(schema: dict[str, Any], params: list[tuple[str, str, str]]) -> None:
-    """Assert that a JSON schema has exactly the reference's parameters, types and defaults."""
+def check_input_schema(schema: dict[str, Any], params: list[tuple[str, str, str]],
+                       added: Sequence[str] = ()) -> None:
+    """Assert that a JSON schema has exactly the reference's parameters, types and defaults,
+    then only the optional ``added`` ones."""
     assert schema["type"] == "object"
     props = schema["properties"]
-    assert list(props) == [name for name, _, _ in params]
+    assert list(props) == [name for name, _, _ in params] + list(added)
     assert sorted(schema.get("required", [])) == sorted(
         name for name, _, default in params if default == "required")
     for name, kind, default in params:
@@ -74,7 +83,7 @@ def check_input_schema(schema: dict[str, Any], params: list[tuple[str, str, str]
 def test_the_tools_are_exactly_the_reference_ones() -> None:
     assert [t.name for t in TOOLS] == list(REFERENCE)
     for spec in TOOLS:
-        check_input_schema(spec.input_schema, REFERENCE[spec.name])
+        check_input_schema(spec.input_schema, REFERENCE[spec.name], ADDED.get(spec.name, []))
         assert spec.output_schema["type"] == "object"
         assert len(spec.description) > 200  # written for a model: when and how to use it
 
@@ -138,6 +147,24 @@ def test_toolsets_pick_groups_and_report_unknown_names() -> None:
     assert select_tools([])[0] == []
 
 
+def test_searches_is_qmds_typed_sub_query_list() -> None:
+    prop = SEARCH_INPUT["properties"]["searches"]
+    assert "searches" not in SEARCH_INPUT["required"]
+    assert prop["type"] == "array" and prop["maxItems"] == 8 and prop["default"] == []
+    item = prop["items"]
+    assert item["required"] == ["type", "query"] and item["additionalProperties"] is False
+    assert item["properties"]["type"]["enum"] == ["lex", "vec", "hyde"]
+    assert item["properties"]["query"]["maxLength"] == MAX_QUERY_CHARS
+    assert "searches" in SEARCH_DESCRIPTION and "hyde" in SEARCH_DESCRIPTION
+    jsonschema.validate({"query": "x", "searches": [{"type": "hyde", "query": "y"}]},
+                        SEARCH_INPUT)
+    searches = [{"type": "lex", "query": " embed "}, {"type": "Hyde", "query": "A passage."}]
+    assert parse_search({"query": "x", "searches": searches})["searches"] == [
+        {"type": "lex", "query": "embed"}, {"type": "hyde", "query": "A passage."}]
+    assert "searches" not in parse_search({"query": "x", "searches": []})
+    assert "searches" not in parse_search({"query": "x", "searches": None})
+
+
 def test_search_arguments_are_normalised_and_unset_ones_dropped() -> None:
     assert parse_search({"query": " levain ", "top_k": 5, "collection": None,
                          "source_type": "Markdown", "date_from": "2024-01-31",
@@ -163,6 +190,12 @@ def test_search_arguments_are_normalised_and_unset_ones_dropped() -> None:
     ({"query": "x", "date_from": "2024-05-01", "date_to": "2024-01-01"}, "date_from", "after"),
     ({"query": "x", "sender": ["a"]}, "sender", "string"),
     ({"query": "x", "limit": 3}, "limit", "not a parameter"),
+    ({"query": "x", "searches": "embed"}, "searches", "must be a list"),
+    ({"query": "x", "searches": [{"type": "vec", "query": "y"}] * 9}, "searches", "at most 8"),
+    ({"query": "x", "searches": [{"type": "sparse", "query": "y"}]}, "searches", "lex, vec"),
+    ({"query": "x", "searches": [{"type": "vec", "query": ""}]}, "searches", "non-empty"),
+    ({"query": "x", "searches": [{"type": "vec", "query": "y" * 200_001}]}, "searches",
+     "too long"),
 ])
 def test_bad_search_arguments_name_the_parameter_and_the_fix(
         args: dict[str, Any], param: str, words: str) -> None:

@@ -184,7 +184,7 @@ def test_search_params_defaults() -> None:
     assert params.model_dump() == {
         "query": "kafka", "collection": None, "top_k": 10, "source_type": None,
         "date_from": None, "date_to": None, "sender": None, "author": None,
-        "mode": "hybrid", "folder": None, "tags": [], "explain": False}
+        "mode": "hybrid", "folder": None, "tags": [], "explain": False, "searches": []}
 
 
 def test_parse_params_is_idempotent() -> None:

@@ -287,8 +287,11 @@ class ExtractPool:
             if not urgent:
                 self._bulk -= 1
             proc.used_at = time.monotonic()
+            # Kept for the next item: as many lowered workers as bulk work may hold, as many
+            # normal ones as there are workers (a save beside a delivered mail's long read
+            # finds one started, not a process to start, which under load took seconds).
             alike = [p for p in (*self._idle, *self._leased) if p.lowered == proc.lowered]
-            room = self.bulk_limit if proc.lowered else max(1, self.workers - self.bulk_limit)
+            room = self.bulk_limit if proc.lowered else self.workers
             if proc.alive() and not self._cancelled and len(alike) < room:
                 self._idle.append(proc)
             else:

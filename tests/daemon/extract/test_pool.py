@@ -175,6 +175,7 @@ def test_bulk_work_has_lowered_workers_and_a_saved_note_does_not(tmp_path: Path,
         assert _nice(bulk.pid) >= max(own, 10) and _nice(save.pid) == own
         with pool.lease(urgent=True) as extra:  # both workers are taken
             assert not extra.lowered and extra.pid not in (bulk.pid, save.pid)
-    assert sorted(pool.pids()) == sorted([bulk.pid, save.pid])  # the extra one is closed
+    # Kept: one lowered worker (bulk work holds at most workers - 1) and two normal ones.
+    assert sorted(pool.pids()) == sorted([bulk.pid, save.pid, extra.pid])
     with pool.lease(urgent=True) as again:
-        assert again.pid == save.pid  # the urgent lane's worker is kept for the next save
+        assert again.pid in (save.pid, extra.pid)  # a save finds a worker started

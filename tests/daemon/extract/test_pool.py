@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -120,12 +121,37 @@ def test_a_long_text_is_indexed_in_part_within_the_budget() -> None:
     words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 9)))
              for _ in range(2000)]
     text = "\n\n".join(" ".join(rng.choice(words) for _ in range(60)) for _ in range(3000))
-    # A budget the first 400,000 characters already spend: the text is cut to them.
+    # A budget the first pieces timed already spend: the text is cut to the last of them.
     chunker = Chunker(tokenizer_counter(tokenizer_file()), 256, budget_s=0.05)
     doc, chunks = chunker(Document("Long", text, "markdown"))
     assert isinstance(chunks, list) and chunks
     assert "text_truncated" in doc.warnings
-    assert len(text) > 1_000_000 and len(doc.text) <= 400_000
+    assert len(text) > 1_000_000 and len(doc.text) <= 200_000
+
+
+def test_a_text_the_timing_covers_whole_is_chunked_once_and_the_same(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text that the budget's timing runs chunk whole (under 200,000 characters) keeps
+    those chunks: no second chunking, and the same chunks as chunking it directly."""
+    from ragd.daemon.extract import work
+    from ragd.daemon.text.chunking import chunk_markdown
+
+    rng = random.Random(6)
+    text = "\n\n".join(" ".join(rng.choice(["heron", "ibis", "lake", "reed", "fish"])
+                                for _ in range(50)) for _ in range(600))
+    assert 100_000 < len(text) < 200_000
+    count = tokenizer_counter(tokenizer_file())
+    chunked: list[int] = []
+
+    def recorded(title: str, body: str, **kw: Any) -> Any:
+        chunked.append(len(body))
+        return chunk_markdown(title, body, **kw)
+
+    monkeypatch.setattr(work, "chunk_markdown", recorded)
+    doc, chunks = Chunker(count, 256, budget_s=60.0)(Document("Birds", text, "markdown"))
+    assert "text_truncated" not in doc.warnings
+    assert chunked[-1] == len(text) and chunked.count(len(text)) == 1, chunked
+    assert chunks == chunk_markdown("Birds", text, count_tokens=count, max_tokens=256)
 
 
 def test_a_mailbox_is_streamed_and_loaded_in_a_worker(tmp_path: Path,

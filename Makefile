@@ -69,6 +69,7 @@ bench: setup  ## the quick benchmark set (a few minutes; needs ../shared/corpus 
 	$(PY) bench/mcp_bridge.py
 	$(PY) bench/quality.py --quick
 	$(PY) bench/query_latency.py --quick
+	$(PY) bench/extract.py --quick
 
 bench-full: setup  ## every benchmark at full size (hours the first time: see docs/benchmarks.md)
 	$(PIP) -e ".[bench]"

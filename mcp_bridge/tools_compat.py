@@ -157,10 +157,12 @@ OMNI_DESCRIPTIONS = {
     "language query. Use this for open-ended questions where you don't know the exact "
     "keywords but know the general topic. Returns a list of {id, content, similarity, "
     "file_path, note_title, header_context, folder, tags, chunk_index, token_count}.",
-    "suggest_links": "Suggest related notes to link to based on content similarity, leaving "
-    "out notes the note already links to. Run this on a newly created or updated note to "
-    "find relevant connections. Returns a list of {file_path, note_title, similarity, "
-    "reason, suggested_link} (suggested_link is the [[Note#Section]] to paste).",
+    "suggest_links": "Suggest related notes to link to based on content similarity and on "
+    "what similar notes link to, leaving out notes the note already links to. Run this on a "
+    "newly created or updated note to find relevant connections. Returns a list of "
+    "{file_path, note_title, similarity, reason, suggested_link} (similarity: the cosine of "
+    "the best-matching section pair; reason: the sections that matched and the other "
+    "evidence; suggested_link: the [[Note#Section]] to paste).",
     "index_note": "Index or re-index a specific note so it is available for search (notes "
     "are indexed on save anyway). Returns {success, file, chunks_indexed}.",
     "search_notes": "Find notes whose relative path matches a regex pattern (case-insensitive)."

@@ -257,10 +257,12 @@ List the vault's tags (front matter and inline #tags, lowercased) with how many 
 each, most used first. Returns {vault, tags: [{tag, count}]}."""
 SUGGEST_DESCRIPTION = """\
 Which notes this note should link to: its sections are compared with every other note's \
-sections, notes it already links to are left out, and each suggestion comes with the \
-[[Note#Section]] to paste and the pair of sections that matched. Use it after writing or \
-editing a note. Returns {vault, path, suggestions: [{path, title, similarity, reason, \
-suggested_link, section}]}."""
+sections, and what notes like it link to, notes that link here and names in its text count \
+too (a note linked from everywhere counts less); notes it already links to are left out. \
+Each suggestion comes with the [[Note#Section]] to paste and a reason naming the pair of \
+sections that matched and the other evidence; similarity is that pair's cosine (0 to 1). \
+Use it after writing or editing a note. Returns {vault, path, suggestions: [{path, title, \
+similarity, reason, suggested_link, section}]}."""
 WRITE_DESCRIPTION = """\
 Create a note, or replace an existing note's whole text. Replacing needs `if_match`: the \
 etag from rag_read_note, so a change made since is never lost (prefer rag_edit_note for a \

@@ -320,3 +320,40 @@ def linked_ids(db: sqlite3.Connection, source_id: int, resolver: Resolver) -> se
     src = resolver.path_of.get(source_id, "")
     found = {resolver.resolve(lk.target, src) for lk in outgoing(db, source_id)}
     return {i for i in found if i is not None}
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A vault's links resolved once: which notes each note links to, and which link to it
+    (each pair once, whatever the number or kind of links between them; no self-links)."""
+
+    out: dict[int, frozenset[int]]
+    into: dict[int, frozenset[int]]
+
+    def in_degree(self, note: int) -> int:
+        """How many notes link to ``note``: what makes a note a hub."""
+        return len(self.into.get(note, ()))
+
+    def out_degree(self, note: int) -> int:
+        """How many notes ``note`` links to: what makes a note an index."""
+        return len(self.out.get(note, ()))
+
+
+def graph(db: sqlite3.Connection, collection_id: int, resolver: Resolver) -> Graph:
+    """Every link of a collection resolved as Obsidian would (links in properties and embeds
+    count: Obsidian's graph counts them too)."""
+    rows = db.execute("SELECT DISTINCT source_id, target FROM note_links WHERE collection_id=?",
+                      (collection_id,)).fetchall()
+    out: dict[int, set[int]] = {}
+    into: dict[int, set[int]] = {}
+    for source_id, target in rows:
+        src = resolver.path_of.get(source_id)
+        if src is None or not target:
+            continue
+        found = resolver.resolve(target, src)
+        if found is None or found == source_id:
+            continue
+        out.setdefault(source_id, set()).add(found)
+        into.setdefault(found, set()).add(source_id)
+    return Graph({k: frozenset(v) for k, v in out.items()},
+                 {k: frozenset(v) for k, v in into.items()})

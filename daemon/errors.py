@@ -72,6 +72,11 @@ class DaemonUnavailable(RagdError):
     code = "daemon_unavailable"
 
 
+class DaemonStartFailed(DaemonUnavailable):
+    """The daemon started for a client exited at start-up and said why (a bad config): no
+    other client's daemon is coming, so waiting longer would only delay the answer."""
+
+
 class ProtocolMismatch(RagdError):
     code = "protocol_mismatch"
 

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from ragd.daemon.errors import DaemonUnavailable
+from ragd.daemon.errors import DaemonStartFailed, DaemonUnavailable
 from ragd.daemon.settings.paths import Paths, resolve_paths
 
 if TYPE_CHECKING:
@@ -166,8 +166,9 @@ class DaemonLink:
                     client = connect(self.paths, start=True, client_name=CLIENT_NAME,
                                      timeout=self.start_timeout)
                 except DaemonUnavailable as exc:
-                    if time.monotonic() - t0 >= self.start_timeout / 2:
-                        raise  # it had its time: waiting longer would only delay the error
+                    if isinstance(exc, DaemonStartFailed) \
+                            or time.monotonic() - t0 >= self.start_timeout / 2:
+                        raise  # it said why, or had its time: waiting would delay the error
                     client = self._await_other_start(exc)
             except DaemonUnavailable as exc:
                 self._failure = exc

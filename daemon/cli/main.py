@@ -22,6 +22,8 @@ log = logging.getLogger("ragd")
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+# Another daemon holds this RAGD_HOME: a client that started this one waits for that one.
+EXIT_ALREADY_RUNNING = 3
 
 
 def _add_filters(p: argparse.ArgumentParser) -> None:
@@ -121,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc.message}", file=sys.stderr)
         if exc.hint:
             print(f"hint: {exc.hint}", file=sys.stderr)
-        return EXIT_ERROR
+        return EXIT_ALREADY_RUNNING if exc.code == "already_running" else EXIT_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

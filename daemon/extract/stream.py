@@ -62,8 +62,9 @@ class RemoteEntryStream(Handover[Loaded]):
         super().__init__(carry, should_stop, give_way, max_items, max_bytes)
         self._pool, self._kind, self._spec, self._todo = pool, kind, spec, list(todo)
         self._appendable: Callable[[str], bool] = kind.appendable
-        self._wanted = wanted
-        self._urgent = urgent
+        # Both may be set again by the next pass that takes over a parked stream.
+        self.wanted = wanted
+        self.urgent = urgent
         self.failures = 0  # items skipped for a deadline or a dead worker (tests)
         self._loading: tuple[int, FileState, Entry] | None = None  # the entry being loaded
         self._thread = threading.Thread(target=self._run, name="ragd-extract-stream",
@@ -116,7 +117,7 @@ class RemoteEntryStream(Handover[Loaded]):
             for i, (f, s) in enumerate(self._todo[at:])]
         counts = [0] * len(todo)
         ends = [row[1] for row in todo]
-        with self._pool.lease(urgent=self._urgent, abandon=lambda: self._closed) as proc:
+        with self._pool.lease(urgent=self.urgent, abandon=lambda: self._closed) as proc:
             listing = 0  # the container the worker is on
             try:
                 proc.send({"op": "stream", "kind": self._spec, "todo": todo,
@@ -173,7 +174,7 @@ class RemoteEntryStream(Handover[Loaded]):
         if carried is not None and carried.done() and carried.exception() is None:
             proc.send({"load": False})
             future = carried
-        elif self._wanted(entry):
+        elif self.wanted(entry):
             proc.send({"load": True})
             t0 = time.perf_counter()
             self._loading = (n, f, entry)

@@ -200,6 +200,9 @@ class Indexer:
         self.extract: ExtractPool | None = None
         self._carried: dict[CarryKey, Future[Any]] = {}
         self._carried_files: dict[Any, Future[Any]] = {}  # a folder's loads (ReadAhead)
+        # A collection's container stream that its interrupted pass took nothing from, kept
+        # reading for the next pass over the same list (``_read_containers``).
+        self._parked: dict[int, tuple[tuple[Any, ...], RemoteEntryStream]] = {}
         self.backlog = Counts()  # refreshed after every commit and every embedded slice
         # What the writer spends its time on (a small job's timing reads it, issue 21), and
         # when the current small job's own chunks became keyword-searchable.
@@ -374,7 +377,16 @@ class Indexer:
 
         spec = spec_of(kind, root) if self.extract is not None else None
         stream: EntryStream[Loaded] | RemoteEntryStream
-        if spec is not None and self.extract is not None:  # decision 0041
+        parked = self._parked.pop(coll.id, None)
+        key = _parking_key(todo, force)
+        if parked is not None and (parked[0] != key or parked[1].urgent
+                                   != (self.urgency != backlog.BULK)):
+            parked[1].close()  # another pass: what it read is not what this one needs
+            parked = None
+        if parked is not None:
+            stream = parked[1]
+            stream.wanted = wanted
+        elif spec is not None and self.extract is not None:  # decision 0041
             stream = RemoteEntryStream(
                 self.extract, kind, spec, todo, wanted=wanted,
                 carry=self._carried, should_stop=self.should_stop,
@@ -388,12 +400,14 @@ class Indexer:
         last: list[ContainerRecord] = []  # rewritten: recorded when their losses are
         current: tuple[FileState, int] | None = None  # (container, end of what is handled)
         items = iter(stream)
+        taken = keep = False
         try:
             while True:
                 with self.spans.span("read_wait"):
                     item = next(items, None)
                 if item is None:
                     break
+                taken = True
                 f = item.file
                 if item.entry is None:  # the end of a container
                     record = ContainerRecord(f.path, f.size, f.mtime_ns,
@@ -417,6 +431,14 @@ class Indexer:
                     self.on_progress(Progress(coll.name, "index", item.n, len(todo),
                                               report.embedded))
         except Interrupted:
+            if not taken and isinstance(stream, RemoteEntryStream):
+                # Nothing was taken, so the next pass has the same list to read: it goes on
+                # with this stream, whose worker reads on meanwhile (up to the handover's
+                # bound). A container that takes longer to list than saves come (a 63 MB
+                # feed, a 100 MB commit message) is otherwise started over at every save.
+                self._parked[coll.id] = (key, stream)
+                keep = True
+                raise
             if current is not None and current[0].path not in reread \
                     and kind.appendable(current[0].path):
                 f, upto = current
@@ -426,9 +448,15 @@ class Indexer:
             self._flush(coll, state.group, report, state.done, state.copies)
             raise
         finally:
-            stream.close()
+            if not keep:
+                stream.close()
         self._flush(coll, state.group, report, state.done, state.copies)
         return last
+
+    def close_parked(self) -> None:
+        """Close the streams that interrupted passes left for their next pass."""
+        while self._parked:
+            self._parked.popitem()[1][1].close()
 
     def _load_entry(self, entry: Entry) -> Loaded:
         """Load one document of a container and chunk it, on the loader thread (a kind read
@@ -885,3 +913,8 @@ def _mtime_date(mtime_ns: int) -> int | None:
         return None
     d = dt.datetime.fromtimestamp(mtime_ns / 1e9, tz=dt.UTC).date()
     return d.year * 10000 + d.month * 100 + d.day
+
+
+def _parking_key(todo: Sequence[tuple[FileState, int]], force: bool) -> tuple[Any, ...]:
+    """What a pass over containers reads: each container's state and where it starts."""
+    return (force, *((f.path, f.size, f.mtime_ns, start) for f, start in todo))

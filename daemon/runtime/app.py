@@ -139,6 +139,7 @@ class App:
         try:
             self.indexer.save()
         finally:
+            self.indexer.close_parked()
             if self.indexer.extract is not None:
                 self.indexer.extract.close()
             self.documents.close()

@@ -12,8 +12,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
-from ragd.daemon.errors import DaemonUnavailable, RagdError
+from ragd.daemon.errors import DaemonStartFailed, DaemonUnavailable, RagdError
 from ragd.daemon.ipc.client import Client
 from ragd.daemon.ipc.discovery import daemon_alive, find_daemon, read_status, remove_status
 from ragd.daemon.settings.paths import Paths, resolve_paths
@@ -31,18 +32,52 @@ def daemon_command(extra: Sequence[str] = ()) -> list[str]:
     return [sys.executable, "-m", "ragd.daemon.cli.main", "daemon", *extra]
 
 
+EXIT_ALREADY_RUNNING = 3  # ragd.daemon.cli.main's: another daemon holds the RAGD_HOME
+START_ERRORS_MAX = 8192  # what is read back of a failed start's own words
+
+
+def start_errors(paths: Paths) -> Path:
+    """Where a daemon started by a client writes its standard error: what it says when it
+    cannot start (a bad config) is read back from there."""
+    return paths.state_dir / "daemon-start.err"
+
+
 def spawn_daemon(paths: Paths, extra: Sequence[str] = ()) -> subprocess.Popen[bytes]:
-    """Start the daemon detached from this process (its own session, no terminal)."""
+    """Start the daemon detached from this process (its own session, no terminal); its
+    standard error goes to :func:`start_errors`."""
     paths.state_dir.mkdir(parents=True, exist_ok=True)
+    errors = open(start_errors(paths), "wb")  # noqa: SIM115 - the child holds it
     kwargs: dict[str, object] = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL,
-                                 "stderr": subprocess.DEVNULL, "close_fds": True}
+                                 "stderr": errors, "close_fds": True}
     if os.name == "nt":
         kwargs["creationflags"] = (subprocess.DETACHED_PROCESS  # type: ignore[attr-defined]
                                    | subprocess.CREATE_NEW_PROCESS_GROUP)  # type: ignore[attr-defined]
     else:
         kwargs["start_new_session"] = True
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.Popen(daemon_command(extra), env=env, **kwargs)  # type: ignore[call-overload]
+    try:
+        return subprocess.Popen(daemon_command(extra), env=env, **kwargs)  # type: ignore[call-overload]
+    finally:
+        errors.close()
+
+
+def start_failure(paths: Paths, code: int | None) -> DaemonStartFailed | None:
+    """Why a daemon this client started exited at start-up, in its own words (the ``error:``
+    and ``hint:`` lines its command prints), or None when it only found another daemon
+    running (that one is waited for) or said nothing."""
+    if code in (None, 0, EXIT_ALREADY_RUNNING):
+        return None
+    try:
+        with open(start_errors(paths), "rb") as fh:
+            text = fh.read(START_ERRORS_MAX).decode("utf-8", "replace")
+    except OSError:
+        return None
+    said = {k: v.strip() for k, _, v in (line.partition(": ") for line in text.splitlines())
+            if k in ("error", "hint") and v.strip()}
+    if "error" not in said:
+        return None
+    return DaemonStartFailed(f"the ragd daemon exited at start-up: {said['error']}",
+                             said.get("hint") or f"read {paths.log_file}")
 
 
 def connect(paths: Paths | None = None, *, start: bool = False, client_name: str = "ragd-cli",
@@ -66,6 +101,9 @@ def connect(paths: Paths | None = None, *, start: bool = False, client_name: str
     while time.monotonic() < deadline:
         if proc.poll() is not None and exited_at is None:
             exited_at = time.monotonic()
+            failure = start_failure(paths, proc.returncode)
+            if failure is not None:
+                raise failure
         # Ours may have lost a start race to another client's daemon (it exits on the
         # instance lock): give the winner a moment to answer before calling it a failure.
         if exited_at is not None and time.monotonic() - exited_at > RACE_GRACE_S \

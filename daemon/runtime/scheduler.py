@@ -270,6 +270,15 @@ class JobQueue:
         with self._cond:
             return any(not j.bulk for j in self._jobs)
 
+    def fresh_small_queued(self) -> bool:
+        """Whether small work that has not yet run is queued: what a small job waiting on a
+        slow load gives way to. Not to a job that already gave way (a project's 6 MB note):
+        two small jobs each waiting on a slow load would otherwise give way to each other
+        every ``GIVE_WAY_S``, and a saved note's job that had to start a worker stayed
+        unsearchable past 2 s while they did."""
+        with self._cond:
+            return any(not j.bulk and j.runs == 0 for j in self._jobs)
+
     def small_waiting(self) -> bool:
         """Whether small work is queued (the embedding thread gives the cores to it)."""
         with self._cond:

@@ -240,7 +240,7 @@ class Daemon:
             self.app = App(self.paths, self.config, embedder=embedder,
                            on_progress=self._on_progress, indexing=self.indexing,
                            should_stop=self._should_stop, on_demand=self.on_demand)
-            self.app.indexer.give_way = self.queue.small_queued  # decision 0025
+            self.app.indexer.give_way = self.queue.fresh_small_queued  # decision 0025
         except Exception as exc:
             log.exception("could not start (%s)", self.phase)
             self.fatal = str(exc)

@@ -82,7 +82,7 @@ def test_bulk_work_waits_on_battery_while_a_save_is_searchable(
     monkeypatch.setenv("RAGD_POWER_CHECK_INTERVAL_S", "1")  # [power] pause_on_battery_below 50
     vault = write_vault(tmp_path / "vault")
     project = tmp_path / "project"
-    write_project(project, files=300)  # ~600 chunks
+    write_project(project, files=200)  # ~400 chunks
     d = DaemonProc(ragd_home, vault, tmp_path / "daemon.log").start()
     try:
         d.wait_idle()
@@ -129,14 +129,14 @@ def test_bulk_work_waits_on_battery_while_a_save_is_searchable(
         time.sleep(3.0)
         assert catalog_progress(ragd_home) == held
         left = d.call("status")
-        assert left["embedding"]["chunks"] > 0 or bulk_sources(d) < 300, \
+        assert left["embedding"]["chunks"] > 0 or bulk_sources(d) < 200, \
             "the bulk work finished before the battery came back: the test proved nothing"
 
         set_power(power, on_battery=False, percent=22)
         st = d.wait_idle(timeout=600)
         assert st["paused_for"] is None
         bulk = next(c for c in st["collections"] if c["name"] == "bulk")
-        assert bulk["source_count"] == 300 and bulk["unembedded_chunks"] == 0
+        assert bulk["source_count"] == 200 and bulk["unembedded_chunks"] == 0
     finally:
         d.stop()
     check_converged(vault, project)

@@ -80,7 +80,7 @@ def test_rows_5_and_8_saves_stay_fresh_and_the_epub_is_cut(hostile: Hostile,
         rows = hostile.sources("path LIKE ?", "%echo.epub")
         if rows and after_epub is None:
             after_epub = time.monotonic()
-        if after_epub is not None and time.monotonic() - after_epub > 10:
+        if after_epub is not None and time.monotonic() - after_epub > 4:
             break
         time.sleep(0.5)
     assert after_epub is not None, "the EPUB never reached the catalog"

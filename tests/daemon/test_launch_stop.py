@@ -67,3 +67,47 @@ def test_a_daemon_that_never_goes_is_killed_at_the_deadline(ragd_home: Path) -> 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_start_that_fails_is_told_in_the_daemons_words_and_a_lost_race_is_not(
+        ragd_home: Path) -> None:
+    from ragd.daemon.errors import DaemonStartFailed
+    from ragd.daemon.runtime.launch import (
+        EXIT_ALREADY_RUNNING,
+        connect,
+        start_errors,
+        start_failure,
+    )
+
+    paths = resolve_paths()
+    config = paths.config_dir / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("[search]\nrrf_k = 0\n", encoding="utf-8")
+    t0 = time.monotonic()
+    with pytest.raises(DaemonStartFailed) as failed:
+        connect(paths, start=True)
+    assert time.monotonic() - t0 < 5  # no grace for another client's daemon: it said why
+    assert "exited at start-up" in failed.value.message and "search.rrf_k" in failed.value.message
+    assert "fix search.rrf_k" in failed.value.hint
+    # Another daemon holding the home is a lost race, not a failure; silence says nothing.
+    start_errors(paths).write_text("error: a ragd daemon is already running\n", encoding="utf-8")
+    assert start_failure(paths, EXIT_ALREADY_RUNNING) is None
+    assert start_failure(paths, 0) is None
+    start_errors(paths).write_text("Traceback (most recent call last):\n", encoding="utf-8")
+    assert start_failure(paths, 1) is None
+    start_errors(paths).unlink()
+    assert start_failure(paths, 1) is None
+
+
+def test_the_daemon_exits_with_its_own_code_when_another_holds_the_home(ragd_home: Path
+                                                                        ) -> None:
+    from ragd.daemon.ipc.discovery import acquire_instance_lock
+    from ragd.daemon.runtime.launch import EXIT_ALREADY_RUNNING
+
+    lock = acquire_instance_lock(resolve_paths())
+    try:
+        proc = subprocess.run([sys.executable, "-m", "ragd.daemon.cli.main", "daemon"],
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        lock.release()
+    assert proc.returncode == EXIT_ALREADY_RUNNING and "already running" in proc.stderr

@@ -163,3 +163,21 @@ def test_a_small_job_that_gives_way_goes_behind_the_small_work_it_let_through() 
     assert note is not None and note.collection == "obsidian"
     q.task_done(note)
     assert q.get(0) is running  # then the mbox goes on
+
+
+def test_a_small_job_gives_way_to_fresh_small_work_only() -> None:
+    """Two small jobs each waiting on a slow load (a project's 6 MB note, a saved note whose
+    worker is starting) gave way to each other every 0.2 s: only work that has not run yet
+    is given way to."""
+    q = JobQueue()
+    q.put(Job("sync", "proj", HINT, paths={"big.md"}))
+    proj = q.get(0)
+    assert proj is not None and not q.fresh_small_queued()
+    q.put(Job("sync", "vault", HINT, paths={"Saved.md"}))
+    assert q.fresh_small_queued()  # the project's job waits on its load: it gives way
+    q.requeue(proj)
+    save = q.get(0)
+    assert save is not None and save.collection == "vault"
+    assert q.small_queued() and not q.fresh_small_queued()  # the save does not give way back
+    q.task_done(save)
+    assert q.get(0) is proj

@@ -59,11 +59,13 @@ def chunks() -> list[ChunkRow]:
     return [row(i, text, title="") for i, text in enumerate(texts, 1)]
 
 
-@pytest.fixture(params=["whoosh", "tantivy"])
-def store(request: pytest.FixtureRequest, tmp_path: Path, chunks: list[ChunkRow]
-          ) -> Iterator[KeywordStore]:
-    s: KeywordStore = (WhooshStore(tmp_path) if request.param == "whoosh"
-                       else TantivyStore(tmp_path))
+@pytest.fixture(scope="module", params=["whoosh", "tantivy"])
+def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+          chunks: list[ChunkRow]) -> Iterator[KeywordStore]:
+    """Each store built once for the module: the tests only search it."""
+    where = tmp_path_factory.mktemp(f"cjk-{request.param}")
+    s: KeywordStore = (WhooshStore(where) if request.param == "whoosh"
+                       else TantivyStore(where))
     s.apply(chunks, [], 1, {})
     yield s
     s.close()

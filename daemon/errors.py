@@ -76,6 +76,8 @@ class DaemonStartFailed(DaemonUnavailable):
     """The daemon started for a client exited at start-up and said why (a bad config): no
     other client's daemon is coming, so waiting longer would only delay the answer."""
 
+    code = "daemon_start_failed"
+
 
 class ProtocolMismatch(RagdError):
     code = "protocol_mismatch"

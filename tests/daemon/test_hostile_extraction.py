@@ -402,3 +402,59 @@ def test_stop_during_a_hostile_item_is_quick_and_leaves_no_process(hostile: Host
     wait_for(lambda: not processes_of(home, ""), 2.0, "every process of the daemon gone")
     assert children and not [p for p in children if alive(p)]
     print(f"ragd stop during a stuck worker: {took:.2f} s, {len(children)} children gone")
+
+
+STOP_CASES = ("git-huge", "nested-templates", "note-6mb-cjk", "feed-63mb", "pdf-100k-pages")
+
+
+@pytest.mark.parametrize("case", STOP_CASES)
+def test_ragd_stop_during_each_case_is_quick_and_leaves_no_process(
+        case: str, tmp_path: Path, shared_models: Path) -> None:
+    """Each hostile item on a daemon of its own, with the default deadline (30 s): `ragd stop`
+    while a worker is busy with it takes under 5 s and leaves no process behind."""
+    vault = write_vault(tmp_path / "vault")
+    code, feeds = tmp_path / "code", tmp_path / "feeds"
+    feeds.mkdir()
+    repo = code / "repo"
+    if case == "git-huge":
+        huge_author_repo(repo, author_mb=5, message_mb=100)
+    else:
+        repo.mkdir(parents=True)
+        git(repo, "init", "-q", "-b", "main")
+        (repo / "ok.py").write_text("def fine():\n    pass\n", encoding="utf-8")
+        if case == "nested-templates":
+            (repo / "deep.cpp").write_text("template<\n" * 90_000, encoding="ascii")
+        commit_all(repo, "The first commit")
+    if case == "note-6mb-cjk":
+        (vault / "long-cjk.md").write_text(
+            "# 长笔记\n\n" + "这是一个很长的中文笔记没有空格" * 150_000, encoding="utf-8")
+    elif case == "feed-63mb":
+        (feeds / "flood.xml").write_bytes(big_feed(20_000, 63 * 2**20))
+    elif case == "pdf-100k-pages":
+        (vault / "endless.pdf").write_bytes(many_page_pdf(100_000))
+    home = tmp_path / "home"
+    (home / "data").mkdir(parents=True, mode=0o700)
+    (home / "data" / "models").symlink_to(shared_models, target_is_directory=True)
+    with environment(RAGD_CODE_GROUPS=f"grp={repo}", RAGD_RSS_PATHS=str(feeds)):
+        d = DaemonProc(home, vault, tmp_path / "daemon.log").start()
+
+    assert d.proc is not None
+
+    def busy() -> bool:  # a worker or converter of this daemon's keeps a core busy
+        assert d.proc is not None
+        before = {p: cpu_seconds(p) for p in processes_of(home, "") if p != d.proc.pid}
+        time.sleep(0.5)
+        return any(cpu_seconds(p) - t > 0.3 for p, t in before.items())
+
+    wait_for(busy, 60, f"a worker busy with {case}", interval=0.01)
+    children = [p for p in processes_of(home, "") if p != d.proc.pid]
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "ragd.daemon.cli.main", "stop"],
+                         env={**os.environ, "RAGD_HOME": str(home)}, capture_output=True,
+                         text=True, timeout=60)
+    took = time.monotonic() - t0
+    assert out.returncode == 0 and "stopped" in out.stdout, out
+    assert took < 5.0, f"ragd stop during {case} took {took:.1f} s"
+    wait_for(lambda: not processes_of(home, ""), 2.0, "every process of the daemon gone")
+    assert children and not [p for p in children if alive(p)]
+    print(f"ragd stop during {case}: {took:.2f} s, {len(children)} children gone")

@@ -69,6 +69,17 @@ def configured_toolsets() -> list[str]:
     return list(configured_mcp().toolsets)
 
 
+def offered_toolsets(mcp: Any) -> list[str]:
+    """The toolsets to offer. ``[mcp] toolsets`` left at its default also offers ``code`` and
+    ``concepts`` where their sources are configured (a code group; a Calibre library with
+    ``[concepts] enabled``); a list the user wrote is taken as written, so ``search`` alone is
+    the search tools alone, whatever sources there are (issue 37)."""
+    toolsets = list(mcp.toolsets)
+    if "toolsets" in getattr(mcp, "model_fields_set", ()):
+        return toolsets
+    return concept_toolsets(code_toolsets(toolsets))
+
+
 def choose_tools(toolsets: Sequence[str], mcp: Any = None) -> list[ToolSpec]:
     """The tools to offer: the toolsets' tools, write tools only with ``[mcp] writes``, then
     ``tools_allow`` / ``tools_deny`` (decision 0028)."""
@@ -324,7 +335,7 @@ def _setup_logging(verbose: bool) -> None:
 def run(verbose: bool = False) -> int:
     _setup_logging(verbose)
     settings = configured_mcp()
-    specs = choose_tools(concept_toolsets(code_toolsets(settings.toolsets)), settings)
+    specs = choose_tools(offered_toolsets(settings), settings)
     link = DaemonLink()
     log.info("ragd-mcp %s serving %s", __version__, ", ".join(s.name for s in specs) or "no tools")
     try:

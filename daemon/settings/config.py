@@ -287,7 +287,11 @@ class McpConfig(_Section):
         default_factory=lambda: ["search", "index", "notes"],
         description="Groups of MCP tools offered to AI clients: search, index, notes (read, "
         "list and link the vault's notes), omni and vault (the tools of two other vault "
-        "servers, under their names; decision 0028)",
+        "servers, under their names; decision 0028), code (reference 002's coderag_* tools) "
+        "and concepts (reference 003's catalog and concept tools). Left at the default, code "
+        "is offered too when a [code] group is configured, and concepts when a Calibre library "
+        "is configured or found and [concepts] is enabled; a list you set is taken as written "
+        '(["search"] offers the search tools only)',
     )
     writes: bool = Field(
         default=False,

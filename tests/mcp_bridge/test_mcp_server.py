@@ -214,6 +214,42 @@ def test_toolsets_restrict_the_tool_list(shared: Shared, errlog: TextIO, toolset
     assert ("unknown MCP toolset 'nonsense'" in errlog.read()) == ("nonsense" in toolsets)
 
 
+@pytest.mark.parametrize("toolsets", [None, "search", "search,code"])
+def test_a_toolsets_list_is_taken_as_written_whatever_sources_there_are(
+        ragd_home: Path, tmp_path: Path, errlog: TextIO, toolsets: str | None) -> None:
+    """Issue 37: with a code group and a Calibre library configured, the default offers their
+    tools too; a list the user sets (`search`, a read-only setup) offers exactly its toolsets."""
+    from ragd.mcp_bridge.tools_code import CODE_TOOLSET
+    from ragd.mcp_bridge.tools_concepts import CONCEPT_TOOLS
+
+    library = tmp_path / "Calibre Library"
+    library.mkdir()
+    (library / "metadata.db").write_bytes(b"")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    config = ragd_home / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'[code]\ngroups = {{ grp = "{repo}" }}\n\n'
+                      f'[calibre]\nlibraries = ["{library}"]\n', encoding="utf-8")
+    env = {} if toolsets is None else {"RAGD_MCP_TOOLSETS": toolsets}
+
+    async def run() -> list[str]:
+        async with bridge(ragd_home, errlog, **env) as session:
+            return [t.name for t in (await session.list_tools()).tools]
+
+    names = anyio.run(run)
+    search = ["rag_search", "rag_convert", "rag_list_collections", "rag_collection_info",
+              "rag_doc_store_info"]
+    concepts = [t.name for t in CONCEPT_TOOLS]
+    if toolsets is None:
+        assert set(CODE_TOOLSET) <= set(names) and set(concepts) <= set(names), names
+        assert "rag_index" in names and "rag_read_note" in names
+    elif toolsets == "search":
+        assert names == search
+    else:
+        assert names == search + list(CODE_TOOLSET)
+
+
 # -- search -------------------------------------------------------------------------------------
 def test_search_results_and_every_filter(shared: Shared, errlog: TextIO) -> None:
     async def run() -> dict[str, Any]:

@@ -5,10 +5,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ragd.daemon.convert.formats import FORMATS
 from ragd.daemon.errors import InvalidArgument
 from ragd.daemon.ipc.protocol import parse_searches
 from ragd.daemon.search.engine import SearchEngine, SearchRequest, SubQuery
 from ragd.daemon.search.filters import Filters, clean_folder, parse_date
+
+# Every source_type a source can have: the document formats' and those of the other kinds
+# (mail, code symbols, commits, feed entries and OPML subscriptions).
+SOURCE_TYPES = tuple(sorted({f.source_type for f in FORMATS.values()}
+                            | {"email", "code", "commit", "rss", "opml"}))
+
+
+def clean_source_type(value: str | None) -> str | None:
+    """``value`` lowercased, or None when empty; an unknown type is an error that lists the
+    known ones (it used to answer an empty list, which reads as "nothing matches")."""
+    cleaned = (value or "").strip().lower() or None
+    if cleaned is not None and cleaned not in SOURCE_TYPES:
+        raise InvalidArgument("source_type", f"unknown source type {value!r}",
+                              "use one of: " + ", ".join(SOURCE_TYPES) + ", or omit it")
+    return cleaned
 
 
 def build_request(engine: SearchEngine, *, query: str, collection: str | None = None,
@@ -26,7 +42,7 @@ def build_request(engine: SearchEngine, *, query: str, collection: str | None = 
                               "pass a number from 1 to 100 (default 10)")
     filters = Filters(
         collections=engine.resolve_collection(collection),
-        source_type=(source_type or "").strip().lower() or None,
+        source_type=clean_source_type(source_type),
         date_from=parse_date("date_from", date_from),
         date_to=parse_date("date_to", date_to),
         folder=clean_folder(folder),

@@ -181,3 +181,19 @@ def test_the_daemons_search_handler_passes_the_sub_queries_on() -> None:
         {"type": "hyde", "query": "A passage."}]}).model_dump()
     asyncio.run(handlers.search(Daemon(), params, None))  # type: ignore[arg-type]
     assert asked[0].searches == (SubQuery("hyde", "A passage."),)
+
+
+def test_an_unknown_source_type_is_an_error_that_lists_the_known_ones() -> None:
+    """Issue 37: `source_type="notes"` answered an empty list, which reads as "no match"."""
+    from ragd.daemon.search.params import SOURCE_TYPES
+
+    engine: Any = SimpleNamespace(resolve_collection=lambda name: None)
+    assert build_request(engine, query="q", source_type=" PDF ").filters.source_type == "pdf"
+    assert build_request(engine, query="q", source_type="").filters.source_type is None
+    with pytest.raises(InvalidArgument) as bad:
+        build_request(engine, query="q", source_type="notes")
+    assert "source_type" in str(bad.value) and "'notes'" in str(bad.value)
+    assert all(t in bad.value.hint for t in ("markdown", "email", "commit", "rss", "pdf"))
+    # Every type a kind of source really writes is known (the formats' and the others').
+    assert {"markdown", "txt", "pdf", "epub", "email", "code", "commit", "rss", "opml",
+            "image"} <= set(SOURCE_TYPES)

@@ -286,19 +286,33 @@ class Library:
         return out
 
     def find_document(self, query: str) -> dict[str, Any]:
-        """The document a title, path, author or keywords name: exact title or path first."""
+        """The document a title, path, author or keywords name: exact title or path first,
+        then a title that holds it or a path that ends with it, then the catalog's best match
+        if the query's own words are in its title, summary or concepts (a likeness of meaning
+        alone names no document: an unknown title answered some other book's concepts).
+        Empty input matches nothing; a path only a document's own path or its end (never with
+        ``..``, never by likeness)."""
         docs = self.documents()
         low = query.strip().lower()
+        missing = not_found(f"no document matches {query!r}", document_query=query)
+        if not low:
+            raise missing
         for d in docs:
             if low in (d["title"].lower(), d["source"].lower()):
                 return d
+        if ".." in low:
+            raise missing
         for d in docs:
             if low in d["title"].lower() or d["source"].lower().endswith(low):
                 return d
+        if "/" in low or "\\" in low:  # a path that is none of the documents'
+            raise missing
         hits = self.catalog_search(query)["results"]
-        if not hits:
-            raise not_found(f"no document matches {query!r}", document_query=query)
-        return next(d for d in docs if d["source"] == hits[0]["source"])
+        named = [h for h in hits if any(h["scores"].get(k, 0.0) > 0
+                                        for k in ("title", "bm25", "concept"))]
+        if not named:
+            raise missing
+        return next(d for d in docs if d["source"] == named[0]["source"])
 
     def resolve(self, concept: str, table: ConceptTable) -> tuple[int | None, dict[str, Any]]:
         """The concept a term names: 40 % name, 30 % vector, 20 % BM25 of the name's words,

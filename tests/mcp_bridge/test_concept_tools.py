@@ -93,6 +93,9 @@ def test_tools_match_reference_and_answer(env: tuple[DaemonProc, Path]) -> None:
              ("source_concepts", {"concept": ["wild yeast", "dark matter"]}),
              ("concept_sources", {"concept": ["wild yeast", "dark matter"]}),
              ("list_categories", {}),
+             ("extract_concepts", {"document_query": "Moby Dick"}),
+             ("extract_concepts", {"document_query": "../../etc/passwd"}),
+             ("extract_concepts", {"document_query": "neutron stars and dark matter"}),
              ("category_search", {"category": "no such category"})]
     tools, results = call_tools(d.home, calls)
     by_name = {t.name: t for t in tools}
@@ -107,6 +110,13 @@ def test_tools_match_reference_and_answer(env: tuple[DaemonProc, Path]) -> None:
             assert (None if got is None else str(got).lower()) == (
                 None if want is None else want.lower()), (name, param, got, want)
     out = [r.structuredContent or {} for r in results]
+    # Issue 37: an unknown title or a path is "not found", not another book's concepts;
+    # words of a document still name it.
+    for unknown in (results[-4], results[-3]):
+        assert unknown.isError and (unknown.structuredContent or {})["error"]["code"] == \
+            "RECORD_NOT_FOUND", unknown.content
+    assert not results[-2].isError and out[-2]["document"].startswith("astronomy"), out[-2]
+    results, out = results[:-4] + results[-1:], out[:-4] + out[-1:]
     assert not any(r.isError for r in results[:-1]), [r.content for r in results]
     top = out[0]["results"][0]
     assert top["title"].startswith("baking") and set(top["scores"]) == {

@@ -79,8 +79,9 @@ def locate(catalog: Any, coll: Collection, raw: Any, param: str,
         if row is not None:
             return str(row["path"])
     raise PathRefused(param, f"no note {rel!r} in vault {coll.name!r}",
-                      "list_documents or notes_list shows the vault's paths; search finds a "
-                      "note by its content", code="not_found")
+                      "rag_list_notes (list_documents, search_notes in the vault and omni "
+                      "tools) shows the vault's paths; a search finds a note by its content",
+                      code="not_found")
 
 
 def load(coll: Collection, rel: str, param: str, max_bytes: int = MAX_NOTE_BYTES) -> Loaded:

@@ -20,7 +20,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ragd.daemon.errors import PathRefused
+from ragd.daemon.errors import InvalidArgument, PathRefused
 from ragd.daemon.ipc.protocol import speaks_for_user
 from ragd.daemon.notes import attachments, listing, reading, steps, suggest, writing
 from ragd.daemon.notes.places import WriteRefused, clean_rel, vault_collection
@@ -131,6 +131,14 @@ async def note_tags(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
     field = params.get("field")
     if field:
         values = await asyncio.to_thread(listing.field_values, app.catalog, coll, field)
+        if not values and field not in ("tags", "tag"):
+            used = await asyncio.to_thread(listing.frontmatter_fields, app.catalog, coll,
+                                           1_000_000)
+            if field not in used:  # say so: an empty list reads as "no values yet"
+                raise InvalidArgument(
+                    "field", f"no note of vault {coll.name!r} has the frontmatter field "
+                    f"{field!r}", "fields in use, most used first: "
+                    + (", ".join(used[:20]) or "none (no note has front matter)"))
         return {"vault": coll.name, "field": field, "values": values}
     return await asyncio.to_thread(listing.tags, app.catalog, coll)
 
@@ -138,6 +146,10 @@ async def note_tags(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
 async def note_structure(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
     app, coll = await _vault(d, params)
     root = clean_rel(params.get("root_path") or "", "root_path", _exclude(d), allow_root=True)
+    if root and not os.path.isdir(os.path.join(coll.root, root)):
+        raise PathRefused("root_path", f"no folder {root!r} in vault {coll.name!r}",
+                          "call it without root_path to see the vault's folders",
+                          code="not_found")
     tree = await asyncio.to_thread(listing.structure, app.catalog, coll, root,
                                    params.get("depth", 2))
     return {"vault": coll.name, "root_path": root, "tree": tree}

@@ -482,3 +482,21 @@ def test_with_writes_off_no_write_tool_is_listed_and_a_direct_call_is_refused(
               "rag_rename_note", "rag_delete_note"}
     assert not names & writes and "read_note" in names and "read" in names
     assert not (env.vault / "Off.md").exists()
+
+
+def test_a_missing_folder_or_an_unknown_field_is_said_not_answered_empty(
+        env: Env, errlog: TextIO) -> None:
+    """Issue 37: get_vault_structure on a missing folder and list_tags on a field no note
+    has answered empty, which reads as "nothing there yet"."""
+    async def run(session: ClientSession) -> list[types.CallToolResult]:
+        return [await session.call_tool("get_vault_structure", {"root_path": "No/Such"}),
+                await session.call_tool("list_tags", {"field": "zqxnosuchfield"}),
+                await session.call_tool("list_tags", {}),
+                await session.call_tool("get_vault_structure", {})]
+
+    missing, unknown, tags, tree = session_run(env, errlog, run)
+    assert "No/Such" in refused(missing, "not_found")
+    message = text(unknown)
+    assert unknown.isError and "Invalid argument `field` for list_tags" in message, message
+    assert "zqxnosuchfield" in message and "fields in use" in message.lower(), message
+    assert not tags.isError and not tree.isError

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import logging
 import os
 import sys
@@ -101,6 +102,26 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:] + "." if text else ""
 
 
+_MARK = "ragd-param-mark-"
+
+
+def tool_param(spec: ToolSpec | None, param: str) -> str:
+    """The tool's own name for the daemon parameter ``param``: reference 001's ``note_path``
+    for the daemon's ``path``, its ``root_path`` for ``folder``. Read from the tool's own
+    argument mapping (each string argument passed a marker), so no second table can drift."""
+    props = (spec.input_schema.get("properties") or {}) if spec is not None else {}
+    if spec is None or param in props:
+        return param
+    marked = {name: _MARK + name for name, prop in props.items()
+              if "string" in json.dumps(prop)}
+    try:
+        mapped = spec.parse(marked)
+    except Exception:  # a mapping that needs real values: keep the daemon's name
+        return param
+    value = mapped.get(param)
+    return value[len(_MARK):] if isinstance(value, str) and value.startswith(_MARK) else param
+
+
 def error_text(tool: str, exc: RagdError, spec: ToolSpec | None = None) -> str:
     """What happened and what to do, in words a model can pass on to the user."""
     hint, fix = exc.hint, "What to do"
@@ -110,7 +131,8 @@ def error_text(tool: str, exc: RagdError, spec: ToolSpec | None = None) -> str:
     if isinstance(exc, InvalidArgument):
         prefix = f"{exc.param}: "
         detail = exc.message[len(prefix):] if exc.message.startswith(prefix) else exc.message
-        head = f"Invalid argument `{exc.param}` for {tool}{code}: {detail.rstrip('.')}."
+        head = (f"Invalid argument `{tool_param(spec, exc.param)}` for {tool}{code}: "
+                f"{detail.rstrip('.')}.")
         fix = "Fix"
     elif isinstance(exc, NotFound) and spec is not None and spec.method != "search":
         # The daemon's NotFound is about the collection named in the call.

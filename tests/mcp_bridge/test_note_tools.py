@@ -500,3 +500,17 @@ def test_a_missing_folder_or_an_unknown_field_is_said_not_answered_empty(
     assert unknown.isError and "Invalid argument `field` for list_tags" in message, message
     assert "zqxnosuchfield" in message and "fields in use" in message.lower(), message
     assert not tags.isError and not tree.isError
+
+
+def test_errors_name_the_tools_own_parameters(env: Env, errlog: TextIO) -> None:
+    """Issue 37: 001's tools take `note_path` and `root_path`; their errors named the
+    daemon's `path` and `folder`."""
+    async def run(session: ClientSession) -> list[types.CallToolResult]:
+        return [await session.call_tool("read_note", {"note_path": "   "}),
+                await session.call_tool("search_notes", {"pattern": "x", "root_path": "../up"}),
+                await session.call_tool("rag_read_note", {"path": "   "})]
+
+    note, root, own = (text(r) for r in session_run(env, errlog, run))
+    assert "Invalid argument `note_path` for read_note" in note, note
+    assert "`root_path`" in root and "folder" not in root, root
+    assert "Invalid argument `path` for rag_read_note" in own, own  # ragd's own name

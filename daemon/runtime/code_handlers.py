@@ -200,6 +200,10 @@ def context(app: Any, p: dict[str, Any]) -> dict[str, Any]:
     if not _code_groups(app):
         raise Refused(NOT_READY, "no code group is indexed")
     primary = symbols_in_file(app.catalog, file_path)
+    if not primary:  # say so (issue 37): an empty context reads as "a file with nothing in it"
+        raise _invalid("file_path", f"no indexed file {file_path!r} in the code groups; "
+                       "coderag_search finds files by what they do, and file_path is relative "
+                       "to the repository (as coderag_search's results give it)")
     names = [r.metadata.get("symbol_name", "").split(".")[-1] for r in primary
              if r.metadata.get("symbol_type") not in ("module", "doc")]
     related: list[Any] = []

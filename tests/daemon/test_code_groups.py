@@ -228,6 +228,7 @@ def test_every_reference_tool_through_the_mcp_client(env: Env) -> None:
         ("coderag_search", {"query": "", "file_path": "../etc"}),
         ("coderag_explain", {}),
         ("coderag_search", {"query": "x", "top_k": 500}),
+        ("coderag_context", {"file_path": "src/no_such_file.py"}),
     ]
     listed, results = call_tools(env, calls)
     tools = {t.name: t for t in listed.tools}
@@ -252,7 +253,8 @@ def test_every_reference_tool_through_the_mcp_client(env: Env) -> None:
     assert all(t.startswith("{") for t in texts), texts
     out = [json.loads(t) for t in texts]
     errors = [r.isError for r in results]
-    assert errors == [False] * 11 + [True] * 3, [o for o in out if "error" in o]
+    assert errors == [False] * 11 + [True] * 4, [o for o in out if "error" in o]
+    assert "no indexed file 'src/no_such_file.py'" in out[14]["message"]  # issue 37
     first = out[0]["results"][0]
     assert set(first) == {"file_path", "chunk_type", "name", "content", "nl_summary", "score"}
     assert first["name"] == "upload_with_retry" and "def upload_with_retry" in first["content"]

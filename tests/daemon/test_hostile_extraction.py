@@ -389,22 +389,31 @@ def test_stop_during_a_hostile_item_is_quick_and_leaves_no_process(hostile: Host
     (repo / "last.cpp").write_text("template<\n" * 90_000, encoding="ascii")
     commit_all(repo, "Add one more deep file")
     wait_for(lambda: _busy_worker(hostile), 60, "a worker busy with last.cpp", interval=0.01)
-    home = hostile.home
-    assert hostile.daemon.proc is not None
-    children = [p for p in processes_of(home, "") if p != hostile.daemon.proc.pid]
+    stop_quickly(hostile.daemon, "a stuck worker")
+
+
+def stop_quickly(d: DaemonProc, during: str) -> None:
+    """`ragd stop` during ``during``: under 5 s, and no worker, converter or git process of
+    the daemon is left."""
+    home = d.home
+    assert d.proc is not None
+    children = [p for p in processes_of(home, "") if p != d.proc.pid]
     t0 = time.monotonic()
     out = subprocess.run([sys.executable, "-m", "ragd.daemon.cli.main", "stop"],
                          env={**os.environ, "RAGD_HOME": str(home)}, capture_output=True,
                          text=True, timeout=60)
     took = time.monotonic() - t0
     assert out.returncode == 0 and "stopped" in out.stdout, out
-    assert took < 5.0, f"ragd stop took {took:.1f} s"
+    assert took < 5.0, f"ragd stop during {during} took {took:.1f} s"
     wait_for(lambda: not processes_of(home, ""), 2.0, "every process of the daemon gone")
     assert children and not [p for p in children if alive(p)]
-    print(f"ragd stop during a stuck worker: {took:.2f} s, {len(children)} children gone")
+    print(f"ragd stop during {during}: {took:.2f} s, {len(children)} children gone")
 
 
-STOP_CASES = ("git-huge", "nested-templates", "note-6mb-cjk", "feed-63mb", "pdf-100k-pages")
+# Not the 5 MB-author repository: its bounded read is over in about a second, sometimes before
+# a worker can be seen busy with it (the run then waits for nothing); bench/hostile.py stops a
+# daemon during it (0.78 s) and during every other case.
+STOP_CASES = ("nested-templates", "note-6mb-cjk", "feed-63mb", "pdf-100k-pages")
 
 
 @pytest.mark.parametrize("case", STOP_CASES)
@@ -416,15 +425,12 @@ def test_ragd_stop_during_each_case_is_quick_and_leaves_no_process(
     code, feeds = tmp_path / "code", tmp_path / "feeds"
     feeds.mkdir()
     repo = code / "repo"
-    if case == "git-huge":
-        huge_author_repo(repo, author_mb=5, message_mb=100)
-    else:
-        repo.mkdir(parents=True)
-        git(repo, "init", "-q", "-b", "main")
-        (repo / "ok.py").write_text("def fine():\n    pass\n", encoding="utf-8")
-        if case == "nested-templates":
-            (repo / "deep.cpp").write_text("template<\n" * 90_000, encoding="ascii")
-        commit_all(repo, "The first commit")
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "ok.py").write_text("def fine():\n    pass\n", encoding="utf-8")
+    if case == "nested-templates":
+        (repo / "deep.cpp").write_text("template<\n" * 90_000, encoding="ascii")
+    commit_all(repo, "The first commit")
     if case == "note-6mb-cjk":
         (vault / "long-cjk.md").write_text(
             "# 长笔记\n\n" + "这是一个很长的中文笔记没有空格" * 150_000, encoding="utf-8")
@@ -447,14 +453,4 @@ def test_ragd_stop_during_each_case_is_quick_and_leaves_no_process(
         return any(cpu_seconds(p) - t > 0.3 for p, t in before.items())
 
     wait_for(busy, 60, f"a worker busy with {case}", interval=0.01)
-    children = [p for p in processes_of(home, "") if p != d.proc.pid]
-    t0 = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "ragd.daemon.cli.main", "stop"],
-                         env={**os.environ, "RAGD_HOME": str(home)}, capture_output=True,
-                         text=True, timeout=60)
-    took = time.monotonic() - t0
-    assert out.returncode == 0 and "stopped" in out.stdout, out
-    assert took < 5.0, f"ragd stop during {case} took {took:.1f} s"
-    wait_for(lambda: not processes_of(home, ""), 2.0, "every process of the daemon gone")
-    assert children and not [p for p in children if alive(p)]
-    print(f"ragd stop during {case}: {took:.2f} s, {len(children)} children gone")
+    stop_quickly(d, case)

@@ -11,7 +11,8 @@ MYPY := mkdir -p build/typecheck/ragd && for p in daemon tray mcp_bridge; do \
 	  ln -sfn ../../../$$p build/typecheck/ragd/$$p; done && \
 	MYPYPATH=build/typecheck $(VENV)/bin/mypy -p ragd.daemon -p ragd.tray -p ragd.mcp_bridge
 
-.PHONY: setup tray-menus run test test-fast lint bench bench-full clean model wheel mcpb
+.PHONY: setup tray-menus run test test-fast lint bench bench-full clean model wheel mcpb \
+	inspector
 
 setup: $(VENV)/.installed
 
@@ -62,6 +63,29 @@ test-fast: setup  ## unit tests only (no model, no processes)
 lint: setup
 	$(VENV)/bin/ruff check daemon mcp_bridge tray tests bench
 	$(MYPY)
+
+# The official MCP Inspector CLI, which tests/mcp_bridge/test_inspector_cli.py drives against
+# ragd-mcp (issue 37). 0.15.0 is the newest that runs on Node below 22.7.5 (Debian 12 ships 18);
+# 1.0.3 the newest for Node 22.7.5 and later that 2.x (Node 22.19 and later) does not exclude.
+# The two send --tool-arg values differently (mcp_bridge/coerce.py says how); both are tested.
+INSPECTOR_DIR := build/inspector
+INSPECTOR_PICK := const [a, b, c] = process.versions.node.split(".").map(Number); \
+	console.log(a > 22 || (a === 22 && (b > 7 || (b === 7 && c >= 5))) ? "1.0.3" : "0.15.0")
+INSPECTOR_PACKAGE := $(INSPECTOR_DIR)/node_modules/@modelcontextprotocol/inspector/package.json
+# Another version: make inspector INSPECTOR_VERSION=0.15.0
+INSPECTOR_VERSION ?=
+
+inspector:  ## the MCP Inspector CLI in build/inspector, for its test (needs node and npm)
+	@if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then \
+	  echo "note: no node/npm, so no MCP Inspector: its test is skipped (install nodejs npm)"; \
+	  exit 0; fi; \
+	version=$(or $(INSPECTOR_VERSION),$$(node -e '$(INSPECTOR_PICK)')); \
+	have=$$(node -p 'require("./$(INSPECTOR_PACKAGE)").version' 2>/dev/null || true); \
+	if [ "$$have" = "$$version" ]; then \
+	  echo "MCP Inspector $$version is in $(INSPECTOR_DIR)"; exit 0; fi; \
+	echo "installing MCP Inspector $$version (node $$(node --version)) into $(INSPECTOR_DIR)"; \
+	npm install --prefix $(INSPECTOR_DIR) --no-audit --no-fund --loglevel=error \
+	  --save-exact "@modelcontextprotocol/inspector@$$version"
 
 bench: setup  ## the quick benchmark set (a few minutes; needs ../shared/corpus or RAGD_CORPUS)
 	$(PIP) -e ".[bench]"

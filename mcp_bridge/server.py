@@ -40,6 +40,7 @@ from ragd.daemon.errors import (
     ProtocolMismatch,
     RagdError,
 )
+from ragd.mcp_bridge.coerce import coerce_arguments
 from ragd.mcp_bridge.link import CallTimedOut, DaemonLink
 from ragd.mcp_bridge.tools import INSTRUCTIONS, TOOLSETS, ToolSpec, as_text, select_tools
 from ragd.mcp_bridge.tools_code import code_toolsets, is_error
@@ -242,10 +243,13 @@ async def run_tool(spec: ToolSpec, arguments: dict[str, Any],
                    link: DaemonLink) -> types.CallToolResult:
     """Check the arguments, call the daemon on a worker thread, shape the answer."""
     try:
-        params = spec.parse(arguments or {})
+        params = spec.parse(coerce_arguments(spec.input_schema, arguments or {}))
         call = functools.partial(link.call, spec.method, params, spec.timeout)
         # abandon_on_cancel: a client's cancellation returns at once; the thread finishes alone.
         answer = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+        meta = pending_meta(answer)
+        if isinstance(answer, dict) and PENDING_KEY in answer:
+            answer = {k: v for k, v in answer.items() if k != PENDING_KEY}
         value = spec.shape(answer)
     except RagdError as exc:
         log.info("%s: %s", spec.name, exc)
@@ -257,12 +261,34 @@ async def run_tool(spec: ToolSpec, arguments: dict[str, Any],
                       f"reference {reference}). What to do: try again; if it persists, report "
                       "it with the ragd-mcp log (the client's MCP server log) and that reference.")
     return types.CallToolResult(content=[types.TextContent(type="text", text=as_text(value))],
-                                structuredContent=spec.structured(value),
+                                structuredContent=spec.structured(value), _meta=meta,
                                 isError=(spec.toolset == "code" and is_error(value)) or (
                                     spec.toolset == "concepts" and is_concept_error(value)))
 
 
 STATUS_TIMEOUT_S = 5.0  # the start-up check before a call; the call has its own timeout
+# Where a daemon answer whose contract has no place for it carries the indexing state (the
+# code tools'); the bridge moves it to the result's _meta.
+PENDING_KEY = "_indexing"
+
+
+def pending_meta(answer: Any) -> dict[str, Any] | None:
+    """The MCP result's ``_meta`` while work is pending (issue 37): ``index_stale`` (as
+    reference 004 names it) and the daemon's ``indexing`` (sources to go, chunks whose vectors
+    are still to come), for every tool, above all those whose result is a bare list. None
+    when nothing is pending, so an up-to-date answer carries no signal."""
+    if not isinstance(answer, dict):
+        return None
+    indexing = answer.get("indexing") or answer.get(PENDING_KEY)
+    active = isinstance(indexing, dict) and bool(indexing.get("active"))
+    if not active and not answer.get("pending"):
+        return None
+    meta: dict[str, Any] = {"index_stale": True}
+    if isinstance(indexing, dict):
+        meta["indexing"] = dict(indexing)
+    if answer.get("pending"):
+        meta["pending"] = answer["pending"]
+    return meta
 
 
 # -- progress of rag_index ----------------------------------------------------------------------

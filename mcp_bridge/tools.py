@@ -42,6 +42,10 @@ TOOLSETS: dict[str, tuple[str, ...]] = {
 TOP_K_MAX = 100
 SEARCH_TIMEOUT_S = 60.0  # the first search after a start waits for the model to load
 INDEX_TIMEOUT_S = 3600.0  # past this the bridge stops waiting; the daemon keeps indexing
+# Admin tools (rag_index, 004's reindex and build_embeddings) answer within this many seconds
+# with what is done, the rest queued and followed through `indexing` (issue 37): a client's
+# own timeout (004's was 120 s) never ends them on a busy daemon.
+ADMIN_ANSWER_S = 5.0
 CONVERT_TIMEOUT_S = 300.0  # the daemon stops a conversion at convert's own limit (120 s)
 
 RESULT_FIELDS = ("title", "content", "collection", "source_type", "source_path", "source_uri",
@@ -193,6 +197,8 @@ INDEX_INPUT = _object({
 INDEX_OUTPUT = _object({
     "collection": {"type": "string"}, "indexed": _COUNT, "skipped": _COUNT,
     "errors": _COUNT, "total_found": _COUNT,
+    # Only while work goes on past the bounded answer (ADMIN_ANSWER_S): issue 37.
+    "queued": {"type": "boolean"}, "follow": {"type": "string"},
 }, INDEX_FIELDS)
 
 CONVERT_INPUT = _object({
@@ -262,15 +268,17 @@ sample_titles}; a mail collection (email) adds {message_count, date_from, date_t
 folders: [{folder, count, date_from, date_to}]}, so you can pick sender and date filters."""
 
 INDEX_DESCRIPTION = """\
-Index a collection now and wait until it is done. ragd already keeps its collections up to \
-date by watching their files, so call this only when the user asks to (re)index, or to add a \
-folder as a new searchable project: give a new `collection` name and the folder's `path`, \
-then search it with rag_search(collection=<name>). An existing project is re-indexed (its \
-path may be left out); system collections (obsidian, email, calibre, rss) and code groups use \
-their configured paths, so pass no path for them. Only new or changed files are processed, \
-but a first index of a large folder can take minutes. Returns {collection, indexed, skipped, \
-errors, total_found}: files indexed, skipped (unsupported, too large, unreadable), failed, \
-and found in all."""
+Index a collection now. ragd already keeps its collections up to date by watching their \
+files, so call this only when the user asks to (re)index, or to add a folder as a new \
+searchable project: give a new `collection` name and the folder's `path`, then search it with \
+rag_search(collection=<name>). An existing project is re-indexed (its path may be left out); \
+system collections (obsidian, email, calibre, rss) and code groups use their configured \
+paths, so pass no path for them. Only new or changed files are processed. Answers within a \
+few seconds: Returns {collection, indexed, skipped, errors, total_found}: files indexed, \
+skipped (unsupported, too large, unreadable), failed, and found in all. When the work goes \
+on longer (a first index of a large folder takes minutes), the counts are those so far and \
+`queued: true` with `follow` says how to follow it (rag_search's indexing.remaining); what \
+is indexed is searchable meanwhile."""
 
 CONVERT_DESCRIPTION = """\
 Convert one document file to markdown and return the text: PDF (a `## Page N` heading before \
@@ -418,7 +426,7 @@ def parse_index(args: Mapping[str, Any]) -> dict[str, Any]:
     """
     _reject_unknown("rag_index", args, INDEX_INPUT)
     params: dict[str, Any] = {"collection": check_name(_text(args, "collection", required=True)),
-                              "wait": True}
+                              "wait": True, "answer_within_s": ADMIN_ANSWER_S}
     raw = _text(args, "path", limit=MAX_PATH_CHARS)
     if raw is not None:
         path = Path(check_path_text(raw, "path")).expanduser()
@@ -484,7 +492,15 @@ def shape_info(answer: Any) -> dict[str, Any]:
 
 
 def shape_index(answer: Any) -> dict[str, Any]:
-    return _pick(answer, INDEX_FIELDS)
+    return {**_pick(answer, INDEX_FIELDS), **follow_fields(answer)}
+
+
+def follow_fields(answer: Any) -> dict[str, Any]:
+    """``queued`` and ``follow`` of an admin tool's answer whose work goes on past
+    ADMIN_ANSWER_S; nothing when it is done."""
+    if not isinstance(answer, Mapping) or not answer.get("queued"):
+        return {}
+    return {"queued": True, "follow": str(answer.get("follow") or "")}
 
 
 def shape_convert(answer: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ragd.daemon.errors import InvalidArgument
 from ragd.daemon.ipc.protocol import MAX_FILTER_CHARS, MAX_QUERY_CHARS
-from ragd.mcp_bridge.tools import _object
+from ragd.mcp_bridge.tools import ADMIN_ANSWER_S, _object, follow_fields
 from ragd.mcp_bridge.tools_notes import (
     IF_MATCH,
     MAX_CONTENT_CHARS,
@@ -317,19 +317,26 @@ def _vstats_shape(answer: Any) -> dict[str, Any]:
             "folder_count": a.get("folder_count"),
             "semantic_search_available": bool(a.get("semantic_search_available")),
             "indexed_frontmatter_fields": a.get("frontmatter_fields") or [],
-            "attachment_extensions": a.get("attachment_extensions") or []}
+            "attachment_extensions": a.get("attachment_extensions") or [],
+            "unembedded_chunks": a.get("unembedded_chunks")}
 
 
 def _embeddings_shape(answer: Any) -> dict[str, Any]:
     a = answer if isinstance(answer, Mapping) else {}
     return {"available": bool(a.get("semantic_search_available")),
             "provider": f"{a.get('embedding_backend')}:{a.get('embedding_model')}",
-            "chunk_count": a.get("chunk_count"), "path": a.get("index_path")}
+            "chunk_count": a.get("chunk_count"), "path": a.get("index_path"),
+            "unembedded_chunks": a.get("unembedded_chunks")}
 
 
 def _read_shape(answer: Any) -> dict[str, Any]:
     return read_shape(answer, ("path", "title", "content", "frontmatter", "tags", "etag",
                                "modified", "size_bytes", "truncated"))
+
+
+def _bounded(args: dict[str, Any]) -> dict[str, Any]:
+    """An admin tool's params: answered within ADMIN_ANSWER_S, the rest queued (issue 37)."""
+    return {**drop_none(args), "answer_within_s": ADMIN_ANSWER_S}
 
 
 def _vwrite_params(args: dict[str, Any]) -> dict[str, Any]:
@@ -361,13 +368,20 @@ VAULT_DESCRIPTIONS = {
     "tags).",
     "stats": "The vault's size and capabilities: call it at the start of a session. Returns "
     "{document_count, chunk_count, folder_count, semantic_search_available, "
-    "indexed_frontmatter_fields, attachment_extensions}.",
+    "indexed_frontmatter_fields, attachment_extensions, unembedded_chunks} "
+    "(semantic_search_available: every chunk has its vector; the unembedded_chunks still "
+    "waiting are found by their words meanwhile).",
     "embeddings_status": "The embedding provider and the vector index's state. Returns "
-    "{available, provider, chunk_count, path}.",
+    "{available, provider, chunk_count, path, unembedded_chunks} (available: every chunk "
+    "has its vector).",
     "reindex": "Bring the index up to date with changes made outside this server (ragd also "
-    "watches the vault). Returns {added, modified, deleted, unchanged}.",
-    "build_embeddings": "Wait until every chunk of the vault has its vector (ragd embeds in "
-    "the background); force rebuilds the vector index. Returns {chunks_embedded}.",
+    "watches the vault). Returns {added, modified, deleted, unchanged} within a few seconds; "
+    "if the work goes on longer the counts are null, with queued: true and follow saying how "
+    "to follow it (stats).",
+    "build_embeddings": "Make sure every chunk of the vault gets its vector (ragd embeds in "
+    "the background); force rebuilds the vector index. Answers within a few seconds: Returns "
+    "{chunks_embedded, unembedded_chunks}, with queued: true and follow while vectors are "
+    "still to come (semantic search finds those chunks by their words meanwhile).",
     "write": "Create a document or attachment, or replace one (replacing needs if_match: "
     "the etag read returned; prefer edit for targeted changes). A path not ending in .md is "
     "an attachment and needs content_base64. Returns {path, created}.",
@@ -405,10 +419,12 @@ VAULT_TOOLS = (
     _vault("stats", "Vault statistics", VAULT_ONLY, "note_stats", drop_none, _vstats_shape),
     _vault("embeddings_status", "Embedding status", VAULT_ONLY, "note_stats", drop_none,
            _embeddings_shape),
-    _vault("reindex", "Update the index", VAULT_ONLY, "note_reindex", drop_none,
-           lambda a: pick(a, ("added", "modified", "deleted", "unchanged")), kind="admin"),
-    _vault("build_embeddings", "Build embeddings", REBUILD_INPUT, "note_embeddings", drop_none,
-           lambda a: pick(a, ("chunks_embedded",)), kind="admin"),
+    _vault("reindex", "Update the index", VAULT_ONLY, "note_reindex", _bounded,
+           lambda a: {**pick(a, ("added", "modified", "deleted", "unchanged")),
+                      **follow_fields(a)}, kind="admin"),
+    _vault("build_embeddings", "Build embeddings", REBUILD_INPUT, "note_embeddings", _bounded,
+           lambda a: {**pick(a, ("chunks_embedded", "unembedded_chunks")),
+                      **follow_fields(a)}, kind="admin"),
     _vault("write", "Write a document", VWRITE_INPUT, "note_write", _vwrite_params,
            lambda a: {"path": a.get("path"), "created": bool(a.get("created"))},
            kind="destroy"),

@@ -88,6 +88,18 @@ class DaemonProc:
             self.kill9()
 
 
+def start_module_daemon(root: Path, vault: Path | None, config: str) -> DaemonProc:
+    """A daemon for a module's tests: its home under ``root`` with this config.toml text,
+    started, and left for the module to stop (not stopped after the first test)."""
+    home = root / "home"
+    path = resolve_paths({"RAGD_HOME": str(home)}).config_file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(config, encoding="utf-8")
+    d = DaemonProc(home, vault, root / "daemon.log").start()
+    STARTED.remove(d)
+    return d
+
+
 def catalog_progress(home: Path) -> int:
     """Vectors cached plus sources committed in a daemon's catalog (read-only): grows with
     every 64-chunk slice, so a test can wait for indexing to move on before a kill."""

@@ -68,3 +68,15 @@ def write_vault(root: Path, notes: dict[str, str] | None = None) -> Path:
     (root / ".obsidian").mkdir(exist_ok=True)
     (root / ".obsidian" / "app.json").write_text("{}", encoding="utf-8")
     return root
+
+
+def write_plain_notes(root: Path, files: int) -> None:
+    """``files`` notes of distinct text, two chunks each: bulk work for a daemon to read and
+    embed (a project folder)."""
+    words = ("river", "stone", "lantern", "orbit", "copper", "meadow", "signal", "harbor",
+             "cinder", "velvet", "quarry", "thistle", "ember", "glacier", "saddle", "prism")
+    root.mkdir(parents=True)
+    for n in range(files):
+        body = "\n\n".join(" ".join(words[(n * 7 + i * 3 + k) % len(words)] + str(n % 13)
+                                    for k in range(150)) for i in range(2))
+        (root / f"doc {n:04}.md").write_text(f"# Document {n}\n\n{body}\n", encoding="utf-8")

@@ -90,7 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("stop", help="ask the daemon to stop cleanly")
     p = sub.add_parser("status", help="what the daemon is doing: state, collections, queue")
     p.add_argument("--json", action="store_true")
-    sub.add_parser("pause", help="pause indexing (the queue is kept)")
+    pause = sub.add_parser("pause", help="pause indexing (the queue is kept)")
+    pause.add_argument("--embedding", action="store_true",
+                       help="pause only the vectors: files are still read and keyword-"
+                       "searchable (semantic search finds them by their words meanwhile)")
     sub.add_parser("resume", help="resume indexing")
 
     sub.add_parser("mcp", help="run the MCP server on stdio (what AI clients launch)")

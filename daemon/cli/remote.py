@@ -130,6 +130,18 @@ def format_status(st: dict[str, Any]) -> str:
              + (f", {idx.get('remaining', 0):,} sources remaining" if idx.get("active") else "")]
     if st.get("paused_for"):
         lines.append("  " + held_line(st))
+    waiting = int((st.get("embedding") or {}).get("chunks") or 0)
+    if st.get("embedding_paused"):
+        lines.append(f"  embedding paused ({waiting:,} chunks wait for vectors; found by their "
+                     "words meanwhile): `ragd resume` embeds them")
+    elif waiting:
+        lines.append(f"  embedding: {waiting:,} chunks wait for vectors (found by their words "
+                     "meanwhile)")
+    concepts = st.get("concepts") or {}
+    if concepts.get("busy") or concepts.get("waiting"):
+        lines.append(f"  concepts: {'analysing' if concepts.get('busy') else 'waiting'}, "
+                     f"{concepts.get('documents', 0):,} documents analysed, "
+                     f"{concepts.get('waiting', 0):,} to come once their vectors are in")
     cur = st.get("current")
     if cur and cur.get("total"):
         lines.append(f"  now: {cur['collection']} {cur['done']:,}/{cur['total']:,} files, "
@@ -193,9 +205,12 @@ def _phase_words(st: dict[str, Any]) -> str:
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
+    embedding = bool(getattr(args, "embedding", False))
     with connect() as client:
-        client.call("pause")
-    print("indexing paused (the queue is kept; `ragd resume` continues)")
+        client.call("pause", {"embedding": True} if embedding else {})
+    print("embedding paused: files are still read and found by their words; `ragd resume` "
+          "embeds them" if embedding else
+          "indexing paused (the queue is kept; `ragd resume` continues)")
     return 0
 
 

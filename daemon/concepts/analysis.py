@@ -86,17 +86,20 @@ def full_path(root: str, path: str, container: str | None, metadata: dict[str, A
     return os.path.join(root, container or path)
 
 
-def eligible(db: sqlite3.Connection, settings: Settings) -> list[Eligible]:
-    """Documents that qualify, whose chunks are all embedded: books, papers and documents
-    (by type, or any Calibre book), and notes of at least ``min_note_chars``."""
+def eligible(db: sqlite3.Connection, settings: Settings, *, embedded: bool = True
+             ) -> list[Eligible]:
+    """Documents that qualify: books, papers and documents (by type, or any Calibre book),
+    and notes of at least ``min_note_chars``; with ``embedded``, only those whose chunks are
+    all embedded (what an analysis reads), else also those whose vectors are still to come."""
     marks = ",".join("?" * len(DOCUMENT_TYPES))
     kinds = ",".join("?" * len(SKIP_KINDS))
+    vectors = (" AND NOT EXISTS (SELECT 1 FROM unembedded u WHERE u.source_id=s.id)"
+               if embedded else "")
     rows = db.execute(
         "SELECT s.id, s.sha256, c.name, c.root, s.path, s.container, s.title, s.source_type,"
         " s.metadata FROM sources s JOIN collections c ON c.id=s.collection_id"
         f" WHERE s.status='ok' AND c.kind NOT IN ({kinds})"
-        f" AND (c.kind='calibre' OR s.source_type IN ({marks}) OR s.size >= ?)"
-        " AND NOT EXISTS (SELECT 1 FROM unembedded u WHERE u.source_id=s.id)"
+        f" AND (c.kind='calibre' OR s.source_type IN ({marks}) OR s.size >= ?){vectors}"
         " AND EXISTS (SELECT 1 FROM chunks ch WHERE ch.source_id=s.id)",
         (*SKIP_KINDS, *DOCUMENT_TYPES, settings.min_note_chars)).fetchall()
     out = []
@@ -219,12 +222,15 @@ class Analyser:
         self.analysed_total = 0
         self.last_pass: dict[str, Any] = {}
 
-    def run_pass(self) -> dict[str, Any]:
-        """Bring the store up to date with the catalog; what it did."""
+    def run_pass(self, recluster: bool = True) -> dict[str, Any]:
+        """Bring the store up to date with the catalog (the categories too, with
+        ``recluster``); what it did: analysed, removed, waiting (documents whose vectors are
+        still to come), seconds."""
         started = time.monotonic()
         db = open_catalog_readonly(self.catalog_path)
         try:
             docs = eligible(db, self.settings)
+            later = len(eligible(db, self.settings, embedded=False)) - len(docs)
             have = self.store.analysed()
             wanted = {d.source_id for d in docs}
             gone = [sid for sid in have if sid not in wanted]
@@ -244,9 +250,9 @@ class Analyser:
                 self.analyse(db, doc, shared)
         finally:
             db.close()
-        if removed or todo:
+        if recluster and (removed or todo):
             self.recluster()
-        self.last_pass = {"analysed": len(todo), "removed": removed,
+        self.last_pass = {"analysed": len(todo), "removed": removed, "waiting": later,
                           "seconds": round(time.monotonic() - started, 2)}
         return self.last_pass
 

@@ -52,6 +52,7 @@ class Refusal(Exception):
         err: dict[str, Any] = {"code": code, "message": message, "context": context or {}}
         if field is not None:
             err["field"] = field
+        self.code = code
         self.payload = {"error": err,
                         "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
 
@@ -62,6 +63,24 @@ def validation(field: str, message: str) -> Refusal:
 
 def not_found(message: str, **context: Any) -> Refusal:
     return Refusal("RECORD_NOT_FOUND", message, None, context)
+
+
+def by_name(docs: Sequence[dict[str, Any]], query: str) -> dict[str, Any] | None:
+    """The document whose title or path ``query`` is, else one whose title holds it or
+    whose path ends with it (never with ``..``); None for empty input or no match. Each of
+    ``docs`` has a ``title`` and a ``source`` (its path)."""
+    low = query.strip().lower()
+    if not low:
+        return None
+    for d in docs:
+        if low in (d["title"].lower(), d["source"].lower()):
+            return d
+    if ".." in low:
+        return None
+    for d in docs:
+        if low in d["title"].lower() or d["source"].lower().endswith(low):
+            return d
+    return None
 
 
 def terms(text: str) -> list[str]:
@@ -295,17 +314,10 @@ class Library:
         docs = self.documents()
         low = query.strip().lower()
         missing = not_found(f"no document matches {query!r}", document_query=query)
-        if not low:
-            raise missing
-        for d in docs:
-            if low in (d["title"].lower(), d["source"].lower()):
-                return d
-        if ".." in low:
-            raise missing
-        for d in docs:
-            if low in d["title"].lower() or d["source"].lower().endswith(low):
-                return d
-        if "/" in low or "\\" in low:  # a path that is none of the documents'
+        found = by_name(docs, query)
+        if found is not None:
+            return found
+        if not low or ".." in low or "/" in low or "\\" in low:  # a path none of theirs
             raise missing
         hits = self.catalog_search(query)["results"]
         named = [h for h in hits if any(h["scores"].get(k, 0.0) > 0

@@ -112,10 +112,14 @@ def build_models(base: Any) -> dict[str, Any]:
         tags: Annotated[list[Filter], Field(max_length=100)] = []
         filters: dict[str, Any] | None = None
 
-    class EmbeddingsParams(_Vault):
+    class Bounded(_Vault):
+        # Answer after this many seconds with what is done so far (issue 37). None: when done.
+        answer_within_s: Annotated[float, Field(ge=0, le=3600)] | None = None
+
+    class EmbeddingsParams(Bounded):
         force: bool = False
 
-    return {"note_search": SearchParams, "note_reindex": _Vault,
+    return {"note_search": SearchParams, "note_reindex": Bounded,
             "note_embeddings": EmbeddingsParams, "note_read": ReadParams, "note_chunks": ChunksParams, "note_list": ListParams,
             "note_folders": _Vault, "note_tags": TagsParams, "note_structure": StructureParams,
             "note_stats": _Vault, "note_suggest": SuggestParams, "note_index": PathParams,

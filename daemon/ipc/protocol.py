@@ -427,6 +427,9 @@ def _build_models() -> dict[str, Any]:
         collection: Name | None = None
         path: PathText | None = None  # absolute: the daemon's working directory means nothing
         wait: bool = True
+        # With wait: answer after this many seconds with what is done so far, the rest going
+        # on in the background (an MCP client's admin call: issue 37). None: until done.
+        answer_within_s: Annotated[float, Field(ge=0, le=3600)] | None = None
         rebuild: Name | None = None
         allow_large: bool = False  # lift index.max_files for this project (a terminal's call)
 

@@ -296,9 +296,15 @@ def status(app: Any, d: Any, p: dict[str, Any]) -> dict[str, Any]:
     counts = code_counts(app.catalog)
     health = ("not_initialized" if not counts["groups"] else
               "ok" if counts["chunks"] else "degraded")
-    return {"total_chunks": counts["chunks"], "last_indexed": iso_time(counts["last_indexed"]),
-            "model": d.config.embedding.model, "languages": counts["languages"] or "auto",
-            "health": health}
+    waiting = sum(app.indexer.backlog.of(c.id)[0] for c in app.catalog.collections()
+                  if c.type == "code")
+    out = {"total_chunks": counts["chunks"], "last_indexed": iso_time(counts["last_indexed"]),
+           "model": d.config.embedding.model, "languages": counts["languages"] or "auto",
+           "health": health}
+    if waiting:  # 002's fields are its contract: the code chunks still waiting for their
+        # vectors (found by their words meanwhile) go to the result's _meta (issue 37)
+        out["_indexing"] = {**d.indexing(), "active": True, "unembedded_chunks": int(waiting)}
+    return out
 
 
 def backlog(app: Any, d: Any, p: dict[str, Any]) -> dict[str, Any]:
@@ -348,9 +354,13 @@ def _handler(fn: Callable[..., dict[str, Any]], with_daemon: bool = False
 
         def run() -> dict[str, Any]:
             try:
-                return fn(app, d, params) if with_daemon else fn(app, params)
+                out = fn(app, d, params) if with_daemon else fn(app, params)
             except Refused as exc:
                 return exc.payload
+            indexing = d.indexing()
+            if indexing["active"]:  # 002's results have no place for it: the bridge's _meta
+                out.setdefault("_indexing", indexing)
+            return out
 
         return await asyncio.to_thread(run)
 

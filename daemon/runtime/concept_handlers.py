@@ -11,8 +11,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ragd.daemon.concepts import browse
-from ragd.daemon.concepts.analysis import open_catalog_readonly
-from ragd.daemon.concepts.queries import Library, Refusal, validation
+from ragd.daemon.concepts.analysis import eligible, open_catalog_readonly
+from ragd.daemon.concepts.queries import Library, Refusal, by_name, validation
 
 if TYPE_CHECKING:
     from ragd.daemon.ipc.server import Connection
@@ -65,11 +65,13 @@ def catalog_search(lib: Library, fp: str, p: dict[str, Any]) -> dict[str, Any]:
     return lib.catalog_search(_text(p, "text") or "", _bool(p, "debug", False))
 
 
-def broad_chunks_search(lib: Library, fp: str, p: dict[str, Any], app: Any) -> dict[str, Any]:
+def broad_chunks_search(lib: Library, fp: str, p: dict[str, Any], d: Daemon
+                        ) -> dict[str, Any]:
     """Candidates from the hybrid index (rag_search's, over-fetched), re-scored by 003's
     weights; only chunks of the analysed documents."""
     from ragd.daemon.search.params import build_request
 
+    app = d.app
     text = _text(p, "text") or ""
     found = app.search_engine.search(build_request(app.search_engine, query=text, top_k=100))
     ids = [r["metadata"]["chunk_id"] for r in found.get("results", [])]
@@ -97,10 +99,37 @@ def concept_search(lib: Library, fp: str, p: dict[str, Any]) -> dict[str, Any]:
                                  _text(p, "source_filter", False), _bool(p, "debug", False))
 
 
-def extract_concepts(lib: Library, fp: str, p: dict[str, Any]) -> dict[str, Any]:
-    return browse.extract_concepts(lib, _text(p, "document_query") or "",
-                                   _choice(p, "format", "json", ("json", "markdown")),
-                                   _bool(p, "include_summary", True))
+def extract_concepts(lib: Library, fp: str, p: dict[str, Any], d: Daemon) -> dict[str, Any]:
+    """003's extract_concepts; a document that is indexed but not analysed yet is answered
+    as pending, with no concepts, rather than not found (issue 37)."""
+    query = _text(p, "document_query") or ""
+    fmt = _choice(p, "format", "json", ("json", "markdown"))
+    try:
+        return browse.extract_concepts(lib, query, fmt, _bool(p, "include_summary", True))
+    except Refusal as exc:
+        if exc.code != "RECORD_NOT_FOUND":
+            raise
+        doc = waiting_document(lib, d, query)
+        if doc is None:
+            raise
+    message = (f"{doc['title']!r} is indexed; its concepts come once its vectors are in and "
+               f"it is analysed ({d.concepts.waiting if d.concepts else 0} documents wait): "
+               "ask again in a minute")
+    return {"document": doc["title"], "source": doc["source"], "total_concepts": 0,
+            "primary_concepts": [], "categories": [], "related_concepts": [], "format": fmt,
+            "pending": True, "message": message}
+
+
+def waiting_document(lib: Library, d: Daemon, query: str) -> dict[str, Any] | None:
+    """The document ``query`` names by title or path among those the analysis will read but
+    has not (their vectors are still to come, or their turn)."""
+    if d.concepts is None:
+        return None
+    analysed = lib.store.analysed()
+    docs = [{"title": e.title, "source": e.source}
+            for e in eligible(lib.catalog, d.concepts.analyser.settings, embedded=False)
+            if analysed.get(e.source_id) != e.sha256]
+    return by_name(docs, query)
 
 
 def source_concepts(lib: Library, fp: str, p: dict[str, Any]) -> dict[str, Any]:
@@ -128,7 +157,7 @@ def list_concepts_in_category(lib: Library, fp: str, p: dict[str, Any]) -> dict[
         _int(p, "limit", 50))
 
 
-def _handler(fn: Callable[..., dict[str, Any]], with_app: bool = False
+def _handler(fn: Callable[..., dict[str, Any]], with_daemon: bool = False
              ) -> Callable[[Daemon, dict[str, Any], Connection], Awaitable[Any]]:
     async def handle(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
         app = await d._ready()
@@ -141,11 +170,16 @@ def _handler(fn: Callable[..., dict[str, Any]], with_app: bool = False
             try:
                 lib = Library(d.concepts.store, app.embedder.embed_query, db)
                 fp = app.embedder.fingerprint
-                return fn(lib, fp, params, app) if with_app else fn(lib, fp, params)
+                out = fn(lib, fp, params, d) if with_daemon else fn(lib, fp, params)
             except Refusal as exc:
                 return exc.payload
             finally:
                 db.close()
+            status, indexing = d.concepts.status(), d.indexing()
+            if status["waiting"] or status["busy"] or indexing["active"]:  # the bridge's _meta
+                out["_indexing"] = {**indexing, "active": True,
+                                    "concepts_waiting": status["waiting"]}
+            return out
 
         return await asyncio.to_thread(run)
 
@@ -163,7 +197,7 @@ CONCEPT_HANDLERS = {
     "concepts_broad_chunks_search": _handler(broad_chunks_search, True),
     "concepts_chunks_search": _handler(chunks_search),
     "concepts_concept_search": _handler(concept_search),
-    "concepts_extract_concepts": _handler(extract_concepts),
+    "concepts_extract_concepts": _handler(extract_concepts, True),
     "concepts_source_concepts": _handler(source_concepts),
     "concepts_concept_sources": _handler(concept_sources),
     "concepts_category_search": _handler(category_search),

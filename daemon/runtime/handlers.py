@@ -114,6 +114,22 @@ class WriterWaits:
             await asyncio.sleep(0.1)
 
 
+    async def settled(self, d: Daemon, job: Job, names: list[str] | None, conn: Connection,
+                      within: float) -> tuple[Any, bool]:
+        """Wait up to ``within`` seconds for ``job`` and then for these collections' vectors
+        (an admin tool's bounded answer: issue 37). (the job's result, or None if it has not
+        finished; whether the vectors are all there too)."""
+        deadline = time.monotonic() + within
+        try:
+            result = await self.job(job, conn, within)
+        except TimeoutError:
+            return None, False
+        await self.embedded(d, names, conn, max(0.0, deadline - time.monotonic()))
+        left = await asyncio.get_running_loop().run_in_executor(self._pool, d.unembedded,
+                                                                 names)
+        return result, not left
+
+
 def _still_asked(conn: Connection) -> None:
     if conn.closed:
         raise Interrupted("the client hung up while it waited for the indexer; "
@@ -205,19 +221,54 @@ async def _index(d: Daemon, app: Any, params: dict[str, Any], conn: Connection) 
     job = d.enqueue(name, EXPLICIT) if name else _all(d)
     if not params.get("wait", True):
         return {"collection": name, "queued": True, "remaining": d.queue.remaining()}
+    if params.get("answer_within_s") is not None:
+        return await _index_within(d, app, job, name, conn, float(params["answer_within_s"]))
     try:
         reports = await d.writer_waits.job(job, conn, INDEX_WAIT_S)
     except (RagdError, TimeoutError):
         raise
     except Exception as exc:
-        # The writer logged the traceback and `ragd status` lists the error: say the same
-        # here rather than "internal error" (a corrupt Calibre metadata.db was one).
-        raise IndexFailed(f"indexing {name or 'every collection'} failed: {exc!r}",
-                          "`ragd status` lists it under errors and the daemon log has the "
-                          "details; fix the source, then index again") from exc
+        raise _failed(name, exc) from exc
     # Committed means keyword-searchable; the answer waits for the vectors too.
     await d.writer_waits.embedded(d, [name] if name else None, conn, INDEX_WAIT_S)
     return index_summary(reports, name)
+
+
+def _failed(name: str | None, exc: Exception) -> IndexFailed:
+    # The writer logged the traceback and `ragd status` lists the error: say the same here
+    # rather than "internal error" (a corrupt Calibre metadata.db was one).
+    return IndexFailed(f"indexing {name or 'every collection'} failed: {exc!r}",
+                       "`ragd status` lists it under errors and the daemon log has the "
+                       "details; fix the source, then index again")
+
+
+async def _index_within(d: Daemon, app: Any, job: Job, name: str | None, conn: Connection,
+                        within: float) -> dict[str, Any]:
+    """rag_index's bounded answer: the summary if the sync and its vectors are done within
+    ``within`` seconds; else what is known (the summary without its vectors, or the files
+    done so far of the sync under way) with how to follow the rest."""
+    try:
+        reports, embedded = await d.writer_waits.settled(d, job, [name] if name else None,
+                                                          conn, within)
+    except RagdError:
+        raise
+    except Exception as exc:
+        raise _failed(name, exc) from exc
+    if reports is not None:
+        summary = index_summary(reports, name)
+        return summary if embedded else {**summary, **d.follow_up("embedding")}
+    p = d.progress
+    mine = p is not None and (name is None or p.collection == name) and p.phase == "index"
+    total = p.total if mine and p is not None else 0
+    if not total and name:
+        total = await asyncio.to_thread(_source_count, app, name)
+    return {"collection": name or "all", "indexed": p.done if mine and p is not None else 0,
+            "skipped": 0, "errors": 0, "total_found": total, **d.follow_up("indexing")}
+
+
+def _source_count(app: Any, name: str) -> int:
+    coll = app.catalog.collection(name)
+    return int(app.catalog.collection_stats(coll.id)["source_count"]) if coll else 0
 
 
 def guarded(d: Daemon) -> tuple[str, ...]:
@@ -243,15 +294,24 @@ def _all(d: Daemon) -> Job:
 
 
 async def pause(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    """Pause indexing; with ``embedding``, only the vectors: files are still read and
+    keyword-searchable, and semantic search finds them by their words until resumed."""
+    if params.get("embedding"):
+        d.embedding_paused = True
+        d._emit(d.indexing_event("indexing"))
+        return {"paused": d.queue.paused, "embedding_paused": True}
     d.queue.pause()
     d._emit(d.indexing_event("paused"))
-    return {"paused": True}
+    return {"paused": True, "embedding_paused": d.embedding_paused}
 
 
 async def resume(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    """Resume indexing and embedding."""
     d.queue.resume()
+    d.embedding_paused = False
+    d.wake_embedding()
     d._emit(d.indexing_event("indexing"))
-    return {"paused": False}
+    return {"paused": False, "embedding_paused": False}
 
 
 async def shutdown(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:

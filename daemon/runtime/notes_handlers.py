@@ -13,10 +13,12 @@ or is answered busy before it writes anything (``_waits``, decision 0043).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -169,14 +171,16 @@ async def note_stats(d: Daemon, params: dict[str, Any], conn: Connection) -> Any
 
 
 def embedding_info(d: Daemon, app: Any, coll: Any) -> dict[str, Any]:
-    """The model, where the vectors live and how many chunks still wait for theirs."""
-    waiting = app.indexer.backlog.of(coll.id)[0]
+    """The model, where the vectors live and how many chunks still wait for theirs.
+    ``semantic_search_available`` says whether every chunk of the vault has its vector: while
+    some wait, a semantic search finds those by their words only (issue 37)."""
+    waiting = int(app.indexer.backlog.of(coll.id)[0])
     return {"embedding_model": d.config.embedding.model,
             "embedding_backend": d.config.embedding.backend,
             "fingerprint": app.embedder.fingerprint,
             "index_path": str(d.paths.faiss_dir), "data_dir": str(d.paths.data_dir),
-            "unembedded_chunks": int(waiting), "semantic_search_available": True,
-            "indexing": d.indexing()}
+            "unembedded_chunks": waiting, "semantic_search_available": waiting == 0,
+            "embedding_paused": d.embedding_paused, "indexing": d.indexing()}
 
 
 # -- search, index ----------------------------------------------------------------------------
@@ -276,7 +280,15 @@ async def note_reindex(d: Daemon, params: dict[str, Any], conn: Connection) -> A
     app, coll = await _vault(d, params)
     before = await asyncio.to_thread(lambda: app.catalog.collection_stats(coll.id))
     job = d.enqueue(coll.name, EXPLICIT)
-    reports = await d.writer_waits.job(job, conn, 24 * 3600.0)
+    within = params.get("answer_within_s")
+    if within is None:
+        reports = await d.writer_waits.job(job, conn, 24 * 3600.0)
+    else:  # an MCP client's call answers in bounded time (issue 37)
+        try:
+            reports = await d.writer_waits.job(job, conn, float(within))
+        except TimeoutError:
+            return {"vault": coll.name, "added": None, "modified": None, "deleted": None,
+                    "unchanged": None, **d.follow_up("the reindex")}
     after = await asyncio.to_thread(lambda: app.catalog.collection_stats(coll.id))
     rep = reports[0] if reports else None
     deleted = rep.deleted if rep else 0
@@ -291,14 +303,23 @@ async def note_embeddings(d: Daemon, params: dict[str, Any], conn: Connection) -
     """Wait until the vault's chunks all have vectors; ``force`` rebuilds the vector index
     first (from the vectors cached in the catalog: nothing is embedded twice)."""
     app, coll = await _vault(d, params)
+    within = params.get("answer_within_s")
+    deadline = time.monotonic() + (24 * 3600.0 if within is None else float(within))
+    job: Job | None = None
     if params.get("force"):
         job = d.queue.put(Job("rebuild", "faiss", EXPLICIT))
-        await d.writer_waits.job(job, conn, 24 * 3600.0)
-    await d.writer_waits.embedded(d, [coll.name], conn, 24 * 3600.0)
+        with contextlib.suppress(TimeoutError):  # a bounded answer says it goes on
+            await d.writer_waits.job(job, conn, max(0.0, deadline - time.monotonic()))
+    await d.writer_waits.embedded(d, [coll.name], conn, max(0.0, deadline - time.monotonic()))
     stats = await asyncio.to_thread(app.catalog.collection_stats, coll.id)
-    waiting = app.indexer.backlog.of(coll.id)[0]
-    return {"vault": coll.name, "chunks_embedded": int(stats["chunk_count"] - waiting),
-            "chunk_count": int(stats["chunk_count"])}
+    waiting = int(app.indexer.backlog.of(coll.id)[0])
+    out = {"vault": coll.name, "chunks_embedded": int(stats["chunk_count"] - waiting),
+           "chunk_count": int(stats["chunk_count"]), "unembedded_chunks": waiting}
+    if waiting or (job is not None and not job.done.is_set()):
+        out.update(d.follow_up("embedding"))
+        if d.embedding_paused:
+            out["follow"] += "; embedding is paused: `ragd resume` (or the tray) resumes it"
+    return out
 
 
 async def note_suggest(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
@@ -314,6 +335,9 @@ async def note_suggest(d: Daemon, params: dict[str, Any], conn: Connection) -> A
         if row is None:
             raise PathRefused("path", f"{rel!r} is not indexed yet", "index_note it, or wait "
                               "for the watcher to pick it up", code="not_indexed")
+        # A note whose own vectors are still to come has no sections to compare yet: the
+        # answer says so (a saved note's chunks are embedded first: decision 0022).
+        pending = bool(app.catalog.backlog_sources([row["id"]]))
         res = reading.resolver(app.catalog, coll)
         found = suggest.suggestions(
             app.catalog, app.faiss, app.embedder.fingerprint, coll, res, row,
@@ -321,7 +345,8 @@ async def note_suggest(d: Daemon, params: dict[str, Any], conn: Connection) -> A
             exclude_current=params.get("exclude_current", True),
             exclude_linked=params.get("exclude_linked", True), folder=folder,
             tags=params.get("tags") or [])
-        return {"vault": coll.name, "path": rel, "suggestions": found}
+        return {"vault": coll.name, "path": rel, "suggestions": found, "pending": pending,
+                "indexing": d.indexing()}
 
     return await asyncio.to_thread(run)
 

@@ -110,6 +110,8 @@ class Daemon:
         self._watcher: Watcher | None = None
         self._code_watcher: Watcher | None = None
         self._embedding: EmbeddingThread | None = None
+        # `ragd pause --embedding`: files are read and keyword-indexed, vectors wait.
+        self.embedding_paused = False
         self.concepts: Any = None  # the concept thread (decision 0033)
         self._last_event = 0.0
         self.on_demand: Any = None  # a client's conversions: open before the model (0032)
@@ -297,11 +299,16 @@ class Daemon:
         saved note) is queued or running, and while bulk work reads, unless a user's own edit
         waits for its vectors: the cores go to what the user is waiting for, and a bulk
         collection is keyword-searchable whole before its vectors start (decision 0022)."""
-        if self._stop.is_set() or self.queue.paused or self.queue.small_waiting():
+        if (self._stop.is_set() or self.queue.paused or self.embedding_paused
+                or self.queue.small_waiting()):
             return True
         running = self.queue.running
         bulk = (running is not None and running.bulk) or self.queue.bulk_held()  # 0044
         return bulk and not self.app.catalog.backlog_urgent()
+
+    def wake_embedding(self) -> None:
+        if self._embedding is not None:
+            self._embedding.wake()
 
     def _on_embedded(self) -> None:
         now = time.monotonic()
@@ -438,11 +445,22 @@ class Daemon:
     def indexing(self) -> dict[str, Any]:
         """`indexing` of every search answer: remaining = sources queued or in progress, and
         sources read but not embedded yet (keyword-searchable; semantic search to follow)."""
-        remaining = self.queue.remaining()
+        remaining, waiting = self.queue.remaining(), 0
         if self.app is not None:
             remaining += self.app.indexer.backlog.sources
+            waiting = self.app.indexer.backlog.chunks
         active = remaining > 0 or self.queue.running is not None
-        return {"active": active, "remaining": remaining if active else 0}
+        # unembedded_chunks: chunks found by their words only until their vectors come.
+        return {"active": active, "remaining": remaining if active else 0,
+                "unembedded_chunks": waiting}
+
+    def follow_up(self, what: str) -> dict[str, Any]:
+        """The fields of an admin tool's bounded answer whose work goes on (issue 37): that
+        it is queued, how far it is, and how to follow it."""
+        return {"queued": True, "indexing": self.indexing(),
+                "follow": f"{what} goes on in the background: rag_search's indexing.remaining,"
+                          " the vault tools' stats (unembedded_chunks) or `ragd status` show "
+                          "how far it is; searches meanwhile find new text by its words"}
 
     def backlog_status(self) -> dict[str, Any]:
         """`status` ``embedding``: chunks and sources waiting for vectors, and chunks embedded
@@ -546,6 +564,7 @@ class Daemon:
             "pid": os.getpid(), "started_at": self.started_at,
             "uptime_s": round(time.time() - self.started_at, 1),
             "paused": self.queue.paused, "indexing": self.indexing(),
+            "embedding_paused": self.embedding_paused,
             # Bulk work waits for this reason ("battery"), saves do not (decision 0044).
             "paused_for": self.queue.held_for, "power": self.power.status(),
             "queue": self.queue.snapshot(), "errors": list(self.recent_errors[-10:]),
@@ -560,6 +579,8 @@ class Daemon:
             "reembedding": bool(self.app is not None and self.app.reembed_needed),
             "embedding": self.backlog_status(),
             "small_jobs": list(self.small_jobs),
+            # The concept analysis is work too (issue 37): busy, and documents still to come.
+            "concepts": self.concepts.status() if self.concepts is not None else None,
             **self.startup(),
         }
         p = self.progress

@@ -79,6 +79,12 @@ MAX_QUOTED = 8  # quoted phrases a query's keyword leg matches
 # question's common ones; and so do cosines of one model.
 KEYWORD_MERGE = "none"
 SEMANTIC_MERGE = "none"
+# A semantic search looks for chunks still waiting for their vectors among the first
+# PENDING_SCAN keyword hits, and embeds the best PENDING_EMBED of them for itself (issue 37):
+# ~30 ms a chunk with the default model on two cores, so at most ~0.25 s more, and only
+# while the backlog is not empty.
+PENDING_SCAN = 200
+PENDING_EMBED = 8
 _LEGS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ragd-leg")
 
 _QUOTED = re.compile(r'"([^"]+)"')
@@ -344,13 +350,14 @@ class SearchEngine:
         validate(req)
         t0 = time.perf_counter()
         query = " ".join(req.query.split())
+        fresh: dict[int, float] = {}
         if query and req.mode == "hybrid" and self.settings.fusion == "zscore":
             results, vec = self._hybrid(query, req)
         else:
-            results, vec = self._ranked(query, req)
+            results, vec, fresh = self._ranked(query, req)
         monotone(results)
         if vec is not None:
-            self._similarities(results, vec)
+            self._similarities(results, vec, fresh)
         out: dict[str, Any] = {"results": results, "indexing": self.indexing()}
         if req.explain:
             out["timing_ms"] = round((time.perf_counter() - t0) * 1000, 2)
@@ -367,37 +374,61 @@ class SearchEngine:
                 return
             k = min(MAX_DEPTH, k * DEPTH_GROWTH)
 
-    def _similarities(self, results: list[dict[str, Any]], vec: np.ndarray) -> None:
+    def _similarities(self, results: list[dict[str, Any]], vec: np.ndarray,
+                      fresh: dict[int, float] | None = None) -> None:
         """Give each result ``metadata.similarity``: the cosine of its chunk to the query,
-        0 to 1 (a negative cosine is 0), None while the chunk waits for its vector. ``score``
-        is the fused rank score, comparable within one answer only; this one means the same in
+        0 to 1 (a negative cosine is 0), None while the chunk waits for its vector unless this
+        search embedded it (``fresh``: then explain says ``vectors_pending``). ``score`` is
+        the fused rank score, comparable within one answer only; this one means the same in
         every answer, so a threshold on it means something (issue 36). In metadata: the
         result's own fields are reference 000's contract."""
+        fresh = fresh or {}
         ids = [int(r["metadata"]["chunk_id"]) for r in results]
         found = self.catalog.chunk_vectors(self.embedder.fingerprint, ids) if ids else {}
         q = np.asarray(vec, dtype=np.float32).ravel()
         for r, cid in zip(results, ids, strict=True):
             v = found.get(cid)
-            r["metadata"]["similarity"] = (None if v is None else
-                                           round(max(0.0, float(np.dot(v, q))), 4))
+            cosine = float(np.dot(v, q)) if v is not None else fresh.get(cid)
+            r["metadata"]["similarity"] = (None if cosine is None else
+                                           round(max(0.0, cosine), 4))
+            if v is None and "explain" in r["metadata"]:
+                r["metadata"]["explain"]["vectors_pending"] = True
 
     def _ranked(self, query: str, req: SearchRequest
-                ) -> tuple[list[dict[str, Any]], np.ndarray | None]:
-        """Keyword or semantic mode (and hybrid with ``fusion = "rrf"``): chunks by RRF, and
-        the query vector when a semantic leg ran."""
+                ) -> tuple[list[dict[str, Any]], np.ndarray | None, dict[int, float]]:
+        """Keyword or semantic mode (and hybrid with ``fusion = "rrf"``): chunks by RRF, the
+        query vector when a semantic leg ran, and the chunks it embedded (pending_hits)."""
         s = self.settings
         vec = (self.embedder.embed_query(query)
                if query and req.mode in ("hybrid", "semantic") else None)
         extra = self.extra_vectors(req.searches) if vec is not None else ()
+        fresh = (self.pending_hits(query, vec, req.filters)
+                 if vec is not None and req.mode == "semantic" else {})
         for k in self._depths(req.top_k):
-            legs, rows, top = self._ranked_at(query, vec, k, req, extra)
+            legs, rows, top = self._ranked_at(query, vec, k, req, extra, fresh)
             if len(top) >= req.top_k or all(len(ids) < k for ids in legs.values()):
                 break  # enough, or every leg gave all it had
         # 1.0 means rank 1 in every leg that found anything (the exact leg only when it hit).
         main = [self._weights[leg] for leg, ids in legs.items() if ids]
         terms = self._terms(query, req)
         return [self._result(rows[f.id], f, normalise(f.score, main, s.rrf_k), req, terms)
-                for f in top], vec
+                for f in top], vec, fresh
+
+    def pending_hits(self, query: str, vec: np.ndarray, filters: Filters) -> dict[int, float]:
+        """Chunks still waiting for their vectors are out of the semantic leg's reach (issue
+        37): the best PENDING_EMBED of them by the query's words are embedded for this search,
+        and scored by their cosine to the query as the semantic leg scores the rest. Nothing
+        is stored: the embedding thread stores their vectors in turn. (chunk id, cosine)."""
+        if not self.catalog.backlog_any():
+            return {}
+        hits = self.keyword_leg(query, PENDING_SCAN, filters)
+        texts = self.catalog.backlog_texts(hits)
+        ids = [c for c in hits if c in texts][:PENDING_EMBED]
+        if not ids:
+            return {}
+        mat = self.embedder.embed([texts[c] for c in ids])
+        q = np.asarray(vec, dtype=np.float32).ravel()
+        return {c: float(np.dot(v, q)) for c, v in zip(ids, mat, strict=True)}
 
     @property
     def _weights(self) -> dict[str, float]:
@@ -406,9 +437,11 @@ class SearchEngine:
                 "exact": s.exact_weight}
 
     def _ranked_at(self, query: str, vec: np.ndarray | None, k: int, req: SearchRequest,
-                   extra: Sequence[np.ndarray] = ()
+                   extra: Sequence[np.ndarray] = (), fresh: dict[int, float] | None = None
                    ) -> tuple[dict[str, list[int]], dict[int, ChunkRow], list[Fused]]:
-        """The legs at depth ``k``, the rows of what they found, and the top results."""
+        """The legs at depth ``k``, the rows of what they found, and the top results.
+        ``fresh``: chunks without a stored vector, scored for this search (pending_hits),
+        which join the semantic leg by their cosines."""
         s = self.settings
         legs: dict[str, list[int]] = {}
         if query:
@@ -416,8 +449,10 @@ class SearchEngine:
                 legs["keyword"] = [c for c, _ in self.expanded_keyword_hits(
                     query, req.sub_queries("lex"), k, req.filters)]
             if vec is not None:
-                legs["semantic"] = [c for c, _ in self._semantic_all(vec, extra, k,
-                                                                     req.filters)]
+                sem = self._semantic_all(vec, extra, k, req.filters)
+                if fresh:
+                    sem = merge_hits([sem, list(fresh.items())], k, scale="none")
+                legs["semantic"] = [c for c, _ in sem]
             if req.mode != "semantic":
                 legs["exact"] = self.exact_leg(query, k, req.filters)
         ranked = legs_without_boilerplate(self.catalog.boilerplate, legs)  # decision 0026

@@ -115,6 +115,22 @@ def urgent_waiting(db: sqlite3.Connection) -> bool:
                       (URGENT,)).fetchone() is not None
 
 
+def any_waiting(db: sqlite3.Connection) -> bool:
+    """Whether any chunk waits for its vector (one index probe)."""
+    return db.execute("SELECT 1 FROM unembedded LIMIT 1").fetchone() is not None
+
+
+def texts_waiting(db: sqlite3.Connection, chunk_ids: Sequence[int]) -> dict[int, str]:
+    """The embed texts of those of ``chunk_ids`` still waiting for their vectors."""
+    out: dict[int, str] = {}
+    for start in range(0, len(chunk_ids), 900):  # under SQLite's variable limit
+        part = list(chunk_ids[start:start + 900])
+        rows = db.execute("SELECT chunk_id, embed_text FROM unembedded WHERE chunk_id IN"
+                          f" ({','.join('?' * len(part))})", part).fetchall()
+        out.update((int(r[0]), str(r[1])) for r in rows)
+    return out
+
+
 def chunk_ids(db: sqlite3.Connection) -> set[int]:
     """Every chunk still waiting for its vector (consistency checks)."""
     return {int(r[0]) for r in db.execute("SELECT chunk_id FROM unembedded")}

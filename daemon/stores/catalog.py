@@ -735,6 +735,17 @@ class Catalog(LockedConnection):
         with self._lock:
             return backlog.sources_waiting(self._db, ids)
 
+    def backlog_any(self) -> bool:
+        with self._lock:
+            return backlog.any_waiting(self._db)
+
+    def backlog_texts(self, chunk_ids: Sequence[int]) -> dict[int, str]:
+        """The embed texts of those of ``chunk_ids`` still waiting for their vectors."""
+        if not chunk_ids:
+            return {}
+        with self._lock:
+            return backlog.texts_waiting(self._db, chunk_ids)
+
     def backlog_ids(self) -> set[int]:
         with self._lock:
             return backlog.chunk_ids(self._db)

@@ -15,7 +15,7 @@ import pytest
 from daemon_proc import DaemonProc, catalog_progress, wait_for
 from document_fixtures import pdf_bytes
 from scan_fixtures import need_tesseract, scanned_pdf
-from vault_fixtures import write_vault
+from vault_fixtures import write_plain_notes, write_vault
 
 from ragd.daemon.cli.remote import format_status
 from ragd.daemon.runtime.app import App
@@ -31,17 +31,6 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"),
                                  reason="reads /proc; the other systems' branches are "
                                  "tested as logic")]
-
-
-def write_project(root: Path, files: int) -> None:
-    """Notes of distinct text, two chunks each."""
-    words = ("river", "stone", "lantern", "orbit", "copper", "meadow", "signal", "harbor",
-             "cinder", "velvet", "quarry", "thistle", "ember", "glacier", "saddle", "prism")
-    root.mkdir(parents=True)
-    for n in range(files):
-        body = "\n\n".join(" ".join(words[(n * 7 + i * 3 + k) % len(words)] + str(n % 13)
-                                    for k in range(150)) for i in range(2))
-        (root / f"doc {n:04}.md").write_text(f"# Document {n}\n\n{body}\n", encoding="utf-8")
 
 
 def keyword_paths(d: DaemonProc, query: str) -> list[str]:
@@ -82,7 +71,7 @@ def test_bulk_work_waits_on_battery_while_a_save_is_searchable(
     monkeypatch.setenv("RAGD_POWER_CHECK_INTERVAL_S", "1")  # [power] pause_on_battery_below 50
     vault = write_vault(tmp_path / "vault")
     project = tmp_path / "project"
-    write_project(project, files=200)  # ~400 chunks
+    write_plain_notes(project, files=200)  # ~400 chunks
     d = DaemonProc(ragd_home, vault, tmp_path / "daemon.log").start()
     try:
         d.wait_idle()

@@ -20,7 +20,7 @@ from mcp.shared.memory import create_connected_server_and_client_session
 from ragd.daemon.errors import DaemonUnavailable, InvalidArgument, NotFound, ProtocolMismatch
 from ragd.mcp_bridge.link import CallTimedOut
 from ragd.mcp_bridge.server import build_server, choose_tools, configured_toolsets, error_text
-from ragd.mcp_bridge.tools import TOOLS
+from ragd.mcp_bridge.tools import ADMIN_ANSWER_S, TOOLS
 
 RESULT = {"title": "Levain care", "content": "Feed the levain", "collection": "obsidian",
           "source_type": "markdown", "source_path": "/v/Levain care.md",
@@ -118,7 +118,8 @@ def test_calls_map_to_daemon_methods_and_results_keep_the_reference_fields() -> 
         ("search", {"query": "levain", "top_k": 3, "collection": "system"}),
         ("convert", {"file_path": README}),
         ("list_collections", {}), ("collection_info", {"collection": "obsidian"}),
-        ("index", {"collection": "obsidian", "wait": True}), ("doc_store_info", {})]
+        ("index", {"collection": "obsidian", "wait": True,
+                   "answer_within_s": ADMIN_ANSWER_S}), ("doc_store_info", {})]
 
 
 def test_bad_arguments_are_answered_without_calling_the_daemon() -> None:

@@ -14,6 +14,7 @@ import pytest
 from ragd.daemon.errors import InvalidArgument
 from ragd.mcp_bridge import tools
 from ragd.mcp_bridge.tools import (
+    ADMIN_ANSWER_S,
     DOC_STORE_FIELDS,
     MAX_QUERY_CHARS,
     RESULT_FIELDS,
@@ -211,7 +212,8 @@ def test_index_paths_are_checked_and_made_absolute(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "a.md").write_text("# A\n", encoding="utf-8")
     assert parse_index({"collection": "p", "path": str(folder)}) == {
-        "collection": "p", "wait": True, "path": str(folder.resolve())}
+        "collection": "p", "wait": True, "answer_within_s": ADMIN_ANSWER_S,
+        "path": str(folder.resolve())}
     for relative in ("notes", "./notes", "../notes"):
         with pytest.raises(InvalidArgument) as caught:
             parse_index({"collection": "p", "path": relative})
@@ -220,7 +222,8 @@ def test_index_paths_are_checked_and_made_absolute(tmp_path: Path) -> None:
         with pytest.raises(InvalidArgument) as caught:
             parse_index({"collection": bad_name, "path": str(folder)})
         assert caught.value.param == "collection"
-    assert parse_index({"collection": "obsidian"}) == {"collection": "obsidian", "wait": True}
+    assert parse_index({"collection": "obsidian"}) == {"collection": "obsidian", "wait": True,
+                                                       "answer_within_s": ADMIN_ANSWER_S}
     for args, words in [({"collection": "p", "path": str(tmp_path / "missing")}, "not exist"),
                         ({"collection": "p", "path": str(folder / "a.md")}, "not a folder")]:
         with pytest.raises(InvalidArgument) as caught:

@@ -40,11 +40,12 @@ from ragd.daemon.errors import (
     ProtocolMismatch,
     RagdError,
 )
+from ragd.mcp_bridge import offer
 from ragd.mcp_bridge.coerce import coerce_arguments
 from ragd.mcp_bridge.link import CallTimedOut, DaemonLink
 from ragd.mcp_bridge.tools import INSTRUCTIONS, TOOLSETS, ToolSpec, as_text, select_tools
-from ragd.mcp_bridge.tools_code import code_toolsets, is_error
-from ragd.mcp_bridge.tools_concepts import concept_toolsets, is_concept_error
+from ragd.mcp_bridge.tools_code import is_error
+from ragd.mcp_bridge.tools_concepts import is_concept_error
 
 log = logging.getLogger(__name__)
 
@@ -72,14 +73,8 @@ def configured_toolsets() -> list[str]:
 
 
 def offered_toolsets(mcp: Any) -> list[str]:
-    """The toolsets to offer. ``[mcp] toolsets`` left at its default also offers ``code`` and
-    ``concepts`` where their sources are configured (a code group; a Calibre library with
-    ``[concepts] enabled``); a list the user wrote is taken as written, so ``search`` alone is
-    the search tools alone, whatever sources there are (issue 37)."""
-    toolsets = list(mcp.toolsets)
-    if "toolsets" in getattr(mcp, "model_fields_set", ()):
-        return toolsets
-    return concept_toolsets(code_toolsets(toolsets))
+    """The toolsets to offer (``ragd.mcp_bridge.offer`` says which and why)."""
+    return [name for name, _ in offer.offered_toolsets(mcp)]
 
 
 def choose_tools(toolsets: Sequence[str], mcp: Any = None) -> list[ToolSpec]:

@@ -37,8 +37,20 @@ def run_checks() -> list[dict[str, Any]]:
                                               config_hint())]
     checks += _model_checks(config, paths)
     checks += _index_checks(paths, config)
+    checks.append(mcp_check(config.mcp))
     checks += tray_checks(config.tray.backend)
     return checks
+
+
+def mcp_check(mcp: Any) -> dict[str, Any]:
+    """Which tools an MCP client sees and why (issue 37): the bridge's own choice."""
+    from ragd.mcp_bridge.offer import describe, offer
+
+    o = offer(mcp)
+    hint = ("choose with [mcp] toolsets, writes, tools_allow and tools_deny in config.toml "
+            "(docs/mcp.md, Choosing the tools); a client reads them when it starts ragd-mcp")
+    status = "warn" if o.unknown or not o.tools else "ok"
+    return _check("mcp tools", status, describe(o), hint if status == "warn" else "")
 
 
 def _indexed_vaults(paths: Any) -> list[Path]:

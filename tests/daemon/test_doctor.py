@@ -133,3 +133,33 @@ def test_doctor_runs_the_tray_check(monkeypatch: pytest.MonkeyPatch) -> None:
     checks = doctor.run_checks()
     [tray] = [c for c in checks if c["name"] == "tray"]
     assert "[tray] backend = gtk" in tray["detail"]
+
+
+def _mcp_check(tmp_path: Path, config: str) -> dict[str, Any]:
+    from ragd.daemon.cli.doctor import mcp_check
+
+    paths = resolve_paths()
+    paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    paths.config_file.write_text(config.replace("REPO", str(tmp_path)), encoding="utf-8")
+    return mcp_check(load_config(paths).mcp)
+
+
+def test_says_which_tools_a_client_sees_and_why(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    code = '[code]\ngroups = { work = ["REPO"] }\n'
+    check = _mcp_check(tmp_path, code)
+    assert check["status"] == "ok", check
+    assert check["detail"].startswith("an MCP client sees 18 tools: search (a default of "
+                                      "[mcp] toolsets); index (a default"), check
+    assert "code (a [code] group is configured)" in check["detail"]
+    assert "5 write tools hidden ([mcp] writes = false)" in check["detail"]
+
+    # A list the user wrote is taken as written: no code tools, whatever is configured.
+    check = _mcp_check(tmp_path, code + '[mcp]\ntoolsets = ["search"]\n'
+                       'tools_deny = ["rag_convert"]\n')
+    assert check["detail"] == ("an MCP client sees 4 tools: search (named in [mcp] toolsets). "
+                               "left out by tools_allow/tools_deny: rag_convert"), check
+
+    check = _mcp_check(tmp_path, '[mcp]\ntoolsets = ["serach"]\n')
+    assert check["status"] == "warn" and "unknown toolsets ignored: serach" in check["detail"]
+    assert "[mcp] toolsets" in check["hint"]

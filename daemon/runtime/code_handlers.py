@@ -123,6 +123,7 @@ def search(app: Any, p: dict[str, Any]) -> dict[str, Any]:
     assert query is not None
     lang = normalise_language(language) if language else None
     out = []
+    seen: set[tuple[str, str, str]] = set()
     for h in _hits(app, query, top_k):
         m = h["metadata"]
         if m.get("symbol_type") == "doc" and chunk_type != "doc":
@@ -131,8 +132,17 @@ def search(app: Any, p: dict[str, Any]) -> dict[str, Any]:
                                                     != chunk_type) or \
                 (file_path and file_path not in m.get("file_path", "")):
             continue
+        # One result per symbol: a long one cut into parts shows the part that matched,
+        # under its signature (issue 36).
+        key = (m.get("repository", ""), m.get("file_path", ""), m.get("symbol_name", ""))
+        if key in seen:
+            continue
+        seen.add(key)
+        code = code_of(h["content"])
+        if m.get("part", 0) > 1 and m.get("signature"):
+            code = f"{m['signature']}\n    …\n{code}"
         out.append({"file_path": m.get("file_path", ""), "chunk_type": m.get("symbol_type", ""),
-                    "name": m.get("symbol_name", ""), "content": code_of(h["content"]),
+                    "name": m.get("symbol_name", ""), "content": code,
                     "nl_summary": m.get("nl_summary", ""), "score": h["score"]})
         if len(out) == top_k:
             break

@@ -21,6 +21,7 @@ from ragd.daemon.embed.embedding import Embedder
 from ragd.daemon.errors import InvalidArgument
 from ragd.daemon.ipc.protocol import parse_searches
 from ragd.daemon.search.boilerplate import legs_without_boilerplate, without_boilerplate
+from ragd.daemon.search.codeorder import asked, implementation_first, role
 from ragd.daemon.search.filters import COLLECTION_TYPES, MODES, Filters, system_family, to_sql
 from ragd.daemon.search.fusion import (
     Fused,
@@ -36,6 +37,7 @@ from ragd.daemon.search.fusion import (
 )
 from ragd.daemon.stores.boilerplate import MAX_LEAD
 from ragd.daemon.stores.catalog import Catalog, ChunkRow
+from ragd.daemon.stores.code_sources import source_texts
 from ragd.daemon.stores.fulltext import KeywordStore
 from ragd.daemon.stores.vectors import FaissStore
 from ragd.daemon.text.properties import is_properties
@@ -157,7 +159,7 @@ RESULT_METADATA = ("aliases", "folder", "sender", "recipients", "date", "subject
 CODE_METADATA = ("language", "symbol_name", "symbol_type", "start_line", "end_line",  # code
                  "signature", "nl_summary", "file_path", "repository", "part", "commit_sha",
                  "commit_sha_short", "author_name", "author_email", "author_date",
-                 "commit_message", "additions", "deletions", "change", "old_path")
+                 "commit_message", "additions", "deletions", "change", "old_path", "files")
 
 
 @dataclass(frozen=True)
@@ -358,6 +360,7 @@ class SearchEngine:
         monotone(results)
         if vec is not None:
             self._similarities(results, vec, fresh)
+        self._whole(results)
         out: dict[str, Any] = {"results": results, "indexing": self.indexing()}
         if req.explain:
             out["timing_ms"] = round((time.perf_counter() - t0) * 1000, 2)
@@ -373,6 +376,21 @@ class SearchEngine:
             if k >= MAX_DEPTH:
                 return
             k = min(MAX_DEPTH, k * DEPTH_GROWTH)
+
+    def _whole(self, results: list[dict[str, Any]]) -> None:
+        """A code symbol's or a commit's result shows the whole of it (WHOLE_TYPES), not the
+        chunk that matched: its chunks put together, at most WHOLE_CHARS."""
+        ids = [int(r["metadata"]["chunk_id"]) for r in results
+               if r["source_type"] in WHOLE_TYPES]
+        if not ids:
+            return
+        rows = self.catalog.chunks_by_id(ids)
+        texts = source_texts(self.catalog, sorted({row.source_id for row in rows.values()}))
+        for r in results:
+            row = rows.get(int(r["metadata"]["chunk_id"]))
+            text = texts.get(row.source_id) if row is not None else None
+            if text:
+                r["content"] = text if len(text) <= WHOLE_CHARS else text[:WHOLE_CHARS] + "…"
 
     def _similarities(self, results: list[dict[str, Any]], vec: np.ndarray,
                       fresh: dict[int, float] | None = None) -> None:
@@ -430,6 +448,22 @@ class SearchEngine:
         q = np.asarray(vec, dtype=np.float32).ravel()
         return {c: float(np.dot(v, q)) for c, v in zip(ids, mat, strict=True)}
 
+    def _code_only(self, filters: Filters) -> bool:
+        """Whether a search is over code alone (source_type code, or only code groups):
+        its implementation then goes before its tests, examples and docs (codeorder)."""
+        if filters.source_type == "code":
+            return True
+        if not filters.collections:
+            return False
+        types = {c.name: c.type for c in self.catalog.collections()}
+        return all(types.get(name) == "code" for name in filters.collections) and \
+            filters.source_type in (None, "", "code")
+
+    def _cap(self, row: ChunkRow) -> int:
+        """How many chunks of one source an answer shows: one of a code symbol or a commit,
+        which a result shows whole (WHOLE_TYPES), else ``max_per_source``."""
+        return 1 if row.source_type in WHOLE_TYPES else self.settings.max_per_source
+
     @property
     def _weights(self) -> dict[str, float]:
         s = self.settings
@@ -462,7 +496,11 @@ class SearchEngine:
                  and not hidden(rows[f.id], req)]
         fused = fold_properties(fused, lambda i: rows[i].source_id,
                                 lambda i: is_properties(rows[i].ordinal))
-        top = collapse(fused, lambda i: rows[i].source_id, s.max_per_source, req.top_k)
+        if self._code_only(req.filters):
+            fused = implementation_first(fused, lambda f: code_role(rows[f.id]),
+                                         asked(query))
+        top = collapse(fused, lambda i: rows[i].source_id, lambda i: self._cap(rows[i]),
+                       req.top_k)
         return legs, rows, top
 
     def _hybrid(self, query: str, req: SearchRequest
@@ -554,11 +592,16 @@ class SearchEngine:
         by_note: dict[Hashable, list[Fused]] = {}
         for item in fold_properties(chunks, note_of, lambda i: is_properties(rows[i].ordinal)):
             by_note.setdefault(note_of(item.id), []).append(item)
+        if self._code_only(req.filters):
+            notes = implementation_first(
+                notes, lambda n: code_role(rows[by_note[n.note][0].id])
+                if by_note.get(n.note) else None, asked(query))
         out: list[dict[str, Any]] = []
         terms = self._terms(query, req)
         for note in notes:
             shown_rows = [i for i in by_note.get(note.note, []) if not hidden(rows[i.id], req)]
-            for item in shown_rows[:s.max_per_source]:
+            cap = self._cap(rows[shown_rows[0].id]) if shown_rows else 0
+            for item in shown_rows[:cap]:
                 shown = Fused(item.id, note.score, note.ranks)
                 out.append(self._result(rows[item.id], shown, note.display, req, terms))
                 if len(out) >= req.top_k:
@@ -617,10 +660,24 @@ class SearchEngine:
         }
 
 
+# Sources a result shows whole, once (issue 36): a code symbol (a method came back four times,
+# the first its 29-character opening line) and a commit. Their content is the source's text put
+# together from its chunks, at most WHOLE_CHARS.
+WHOLE_TYPES = frozenset({"code", "commit"})
+WHOLE_CHARS = 6000
+
 # What a search leaves out unless ``source_type`` asks for it: the feeds an OPML list
 # subscribes to are records of a reader's settings, not something anyone searches for
 # (issue 36: they came back dated today).
 HIDDEN_TYPES = frozenset({"opml"})
+
+
+def code_role(row: ChunkRow) -> str | None:
+    """A code symbol's role (test, example, doc; None: the implementation or not code)."""
+    if row.source_type != "code":
+        return None
+    return role(str(row.metadata.get("file_path") or ""),
+                str(row.metadata.get("symbol_type") or ""))
 
 
 def hidden(row: ChunkRow, req: SearchRequest) -> bool:

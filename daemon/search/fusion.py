@@ -66,14 +66,16 @@ def normalise(score: float, weights: Sequence[float], k: int = 60) -> float:
     return 0.0 if best <= 0 else min(1.0, score / best)
 
 
-def collapse(items: Sequence[Fused], source_of: Callable[[int], Hashable], per_source: int,
-             limit: int) -> list[Fused]:
-    """Keep at most ``per_source`` chunks of any one source, then the first ``limit``."""
+def collapse(items: Sequence[Fused], source_of: Callable[[int], Hashable],
+             per_source: int | Callable[[int], int], limit: int) -> list[Fused]:
+    """Keep at most ``per_source`` chunks of any one source (a number, or one for each chunk
+    id's source), then the first ``limit``."""
+    cap = per_source if callable(per_source) else (lambda _: per_source)
     counts: dict[Hashable, int] = {}
     out: list[Fused] = []
     for item in items:
         src = source_of(item.id)
-        if counts.get(src, 0) >= per_source:
+        if counts.get(src, 0) >= cap(item.id):
             continue
         counts[src] = counts.get(src, 0) + 1
         out.append(item)

@@ -62,7 +62,12 @@ from ragd.daemon.text.symbols import (
 log = logging.getLogger(__name__)
 
 # Part of every symbol's content hash: bump when what a file gives changes.
-CODE_VERSION = "1"
+# 2: one document per commit (issue 36), where each file of a commit was one.
+CODE_VERSION = "2"
+# A commit's document lists at most this many of its files, and quotes at most this much of
+# their diffs: its message and file list come first, in its first chunk.
+COMMIT_FILES_LISTED = 50
+COMMIT_DIFF_CHARS = 4000
 COMMITS = "@commits"  # containers <alias>/@commits/<sha>
 MAX_COMMITS = 50_000  # per repository and pass, whatever the window holds
 COMMIT_BATCH = 256  # commits named to one git log
@@ -295,12 +300,12 @@ class CodeKind:
         changes: list[FileChange | None] = [  # not the vendored or generated files it touched
             f for f in commit.files if not vendored.intersection(f.path.split("/")[:-1])
             and not _GENERATED_NAMES.search(f.path)] or [None]
-        for change in changes:
-            path = change.path if change is not None else ""
-            digest = hashlib.sha256(json.dumps(
-                [CODE_VERSION, sha, path, commit.files_total]).encode()).hexdigest()
-            yield Entry(f"commit:{alias}:{sha}:{path}", "", digest, 1,
-                        _later(commit_document, commit, change, alias, repo))
+        files = [c for c in changes if c is not None]
+        digest = hashlib.sha256(json.dumps(
+            [CODE_VERSION, sha, [f.path for f in files], commit.files_total]).encode()
+        ).hexdigest()
+        yield Entry(f"commit:{alias}:{sha}", "", digest, 1,
+                    _later(commit_document, commit, files, alias, repo))
 
     def _commit(self, alias: str, where: Repo, sha: str) -> Commit | None:
         """One commit, from the git log streaming the batch it is in (started at it, with
@@ -402,36 +407,55 @@ def symbol_document(sym: Symbol, alias: str, repo: str, path: str, language: str
     return Document(title=title, text=text, source_type="code", metadata=metadata)
 
 
-def commit_document(commit: Commit, change: FileChange | None, alias: str,
+def commit_document(commit: Commit, changes: Sequence[FileChange], alias: str,
                     repo: str) -> Document:
-    """One file of one commit: who, when, why (the message), what (a diff excerpt)."""
+    """One commit as one document (issue 36): who, when and why (the message) first, then the
+    files it changed with their counts, then a diff summary (each file's excerpt, at most
+    COMMIT_DIFF_CHARS in all), so its first chunk is what it is about. The files are
+    metadata too (``files``: path, change, old_path, additions, deletions; ``file_path``,
+    ``change`` and ``old_path`` when it changed one)."""
     subject = commit.message.splitlines()[0] if commit.message else "(no message)"
     message = "\n".join(ln for ln in commit.message.splitlines() if ln.strip())[:1500]
     short = commit.sha[:8]
-    if change is None:
-        head = f"Commit {short} by {commit.author_name} on {commit.author_date[:10]}: " \
-               f"{message}"
-        body = head
-        path, adds, dels = "", 0, 0
-    else:
-        path, adds, dels = change.path, change.additions, change.deletions
-        moved = f" (from {change.old_path})" if change.old_path else ""
-        head = (f"{change.change.capitalize()} {path}{moved} (+{adds} -{dels}) in commit "
-                f"{short} by {commit.author_name} on {commit.author_date[:10]}: {message}")
-        excerpt = "\n".join(change.excerpt).replace("```", "'''")
-        body = head + (f"\n\n```diff\n{excerpt}\n```" if excerpt else "")
+    head = f"Commit {short} by {commit.author_name} on {commit.author_date[:10]}: {message}"
+    lines = [f"- {c.change} {c.path}" + (f" (from {c.old_path})" if c.old_path else "")
+             + f" (+{c.additions} -{c.deletions})" for c in changes[:COMMIT_FILES_LISTED]]
+    if len(changes) > COMMIT_FILES_LISTED:
+        lines.append(f"- and {len(changes) - COMMIT_FILES_LISTED} more files")
+    parts = [head]
+    if lines:
+        parts.append("Files:\n" + "\n".join(lines))
+    budget = COMMIT_DIFF_CHARS
+    diffs = []
+    for c in changes:
+        excerpt = "\n".join(c.excerpt).replace("```", "'''")
+        if not excerpt or budget <= 0:
+            continue
+        excerpt = excerpt[:budget]
+        budget -= len(excerpt)
+        diffs.append(f"```diff\n{excerpt}\n```")
+    parts.extend(diffs)
+    one = changes[0] if len(changes) == 1 else None
     metadata: dict[str, Any] = {
         "commit_sha": commit.sha, "commit_sha_short": short, "author_name": commit.author_name,
         "author_email": commit.author_email, "author_date": commit.author_date,
-        "commit_message": commit.message, "file_path": path, "additions": adds,
-        "deletions": dels, "authors": [commit.author_name, commit.author_email],
-        "old_path": change.old_path if change is not None else "",
-        "change": change.change if change is not None else "",
+        "commit_message": commit.message,
+        "files": [{"path": c.path, "change": c.change, "old_path": c.old_path,
+                   "additions": c.additions, "deletions": c.deletions}
+                  for c in changes[:COMMIT_FILES_LISTED]],
+        "file_path": one.path if one is not None else "",
+        "additions": sum(c.additions for c in changes),
+        "deletions": sum(c.deletions for c in changes),
+        "authors": [commit.author_name, commit.author_email],
+        "old_path": one.old_path if one is not None else "",
+        "change": one.change if one is not None else "",
         "files_in_commit": commit.files_total, "files_indexed": len(commit.files),
         "parents": list(commit.parents), "repository": alias, "repository_path": repo,
         "source_uri": Path(repo).as_uri() + f"#commit={commit.sha}", "source_path": repo,
     }
     warnings = ("commit_files_truncated",) if commit.files_total > len(commit.files) else ()
-    title = f"{subject[:120]} ({short}{', ' + path if path else ''})"
-    return Document(title=title, text=body, source_type="commit", metadata=metadata,
-                    date=commit.author_date[:10] or None, warnings=warnings)
+    where = f", {one.path}" if one is not None else (f", {len(changes)} files" if changes
+                                                      else "")
+    title = f"{subject[:120]} ({short}{where})"
+    return Document(title=title, text="\n\n".join(parts), source_type="commit",
+                    metadata=metadata, date=commit.author_date[:10] or None, warnings=warnings)

@@ -28,15 +28,47 @@ def _rows(catalog: Catalog, where: str, args: list[Any], limit: int) -> list[Sym
     with catalog._lock:
         db = catalog._db
         found = db.execute(f"{_BASE} AND {where} LIMIT ?", [*args, limit]).fetchall()
-        out = []
-        for name, path, title, meta, sid in found:
-            texts = [r[0] for r in db.execute(
-                "SELECT text FROM chunks WHERE source_id=? AND ordinal >= 0 ORDER BY ordinal",
-                (sid,))]
-            out.append(SymbolRow(name, path, title, json.loads(meta or "{}"), "\n".join(texts)))
+        texts = _texts(db, [row[4] for row in found])
+        out = [SymbolRow(name, path, title, json.loads(meta or "{}"), texts.get(sid, ""))
+               for name, path, title, meta, sid in found]
     out.sort(key=lambda r: (r.metadata.get("file_path", ""), r.metadata.get("start_line", 0),
                             r.metadata.get("part", 0)))
     return out
+
+
+def joined(pieces: list[tuple[int, int, str]]) -> str:
+    """A document's text from its chunks, (start, end, text) with start/end offsets into it:
+    chunks overlap (the chunker repeats a sentence or a line across a cut), so each character
+    is taken once; a gap between chunks (text no chunk kept) is one "…" line."""
+    out: list[str] = []
+    pos = None
+    for start, end, text in sorted(pieces):
+        if pos is None or start >= pos:
+            if pos is not None and start > pos:
+                out.append("\n…\n")
+            out.append(text)
+        elif end > pos:
+            out.append(text[pos - start:])
+        pos = end if pos is None else max(pos, end)
+    return "".join(out)
+
+
+def _texts(db: Any, source_ids: list[int]) -> dict[int, str]:
+    pieces: dict[int, list[tuple[int, int, str]]] = {}
+    for start in range(0, len(source_ids), 900):
+        part = source_ids[start:start + 900]
+        for sid, a, b, text in db.execute(
+                "SELECT source_id, start, end, text FROM chunks WHERE ordinal >= 0 AND"
+                f" source_id IN ({','.join('?' * len(part))})", part):
+            pieces.setdefault(int(sid), []).append((int(a), int(b), str(text)))
+    return {sid: joined(p) for sid, p in pieces.items()}
+
+
+def source_texts(catalog: Catalog, source_ids: list[int]) -> dict[int, str]:
+    """The whole text of each of these sources (a symbol: its summary, then its code), put
+    together from its chunks."""
+    with catalog._lock:
+        return _texts(catalog._db, source_ids)
 
 
 def symbols_in_file(catalog: Catalog, file_path: str, limit: int = 2000) -> list[SymbolRow]:

@@ -3,9 +3,10 @@
 A file becomes symbols: each function, method, class, interface, type alias and module (a
 namespace, a Rust ``mod``) with its line range, its signature and its docstring or leading
 comment; what lies outside every definition (imports, constants, a script's body) is gathered
-into ``module`` symbols; a definition longer than ``MAX_LINES`` or ``MAX_CHARS`` is cut into
-line windows that keep its name. A definition that holds others (a class and its methods) keeps
-its own lines and the first line of each of those: the methods are symbols of their own.
+into ``module`` symbols, cut into line windows past ``MAX_LINES`` or ``MAX_CHARS``. A
+definition is one symbol however long (its chunks carry its name; decision 0051). A definition
+that holds others (a class and its methods) keeps its own lines and the first line of each of
+those: the methods are symbols of their own.
 
 Definitions are found by each grammar's own ``queries/tags.scm`` (``@definition.*`` with
 ``@name``); TypeScript's covers only what JavaScript lacks, so JavaScript's is added to it; the
@@ -275,10 +276,11 @@ def _symbols(d: _Def, data: bytes, lines: list[str], parent: str,
         hidden.update(range(c0 + 1, c1 + 1))
     body_lines = [i for i in own if i not in hidden]
     text = _joined(lines, body_lines, hidden)
-    sym = Symbol(name=d.name, symbol_type=kind, start_line=first + 1, end_line=last + 1,
+    # Whole, however long (issue 36): the chunker cuts its text to the model's length and
+    # every chunk is embedded under the symbol's title; a result shows it once, whole.
+    yield Symbol(name=d.name, symbol_type=kind, start_line=first + 1, end_line=last + 1,
                  text=text, signature=_signature(d.node, data),
                  doc=_doc(d.node, data, grammar), parent=parent)
-    yield from _cut(sym)
     inner = d.name if kind in _CLASSLIKE else parent
     for c in d.children:
         c.kind = "method" if c.kind == "function" and kind in ("class", "interface") \

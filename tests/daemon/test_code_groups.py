@@ -103,7 +103,9 @@ def test_commits_by_author_and_date(env: Env) -> None:
     dated = env.search("quotas rename session", source_type="commit", mode="keyword",
                        date_from="2026-11-01", date_to="2026-11-30")
     assert dated and {h["metadata"]["commit_sha"] for h in dated} == {env.shas["rename"]}
-    renamed = [h["metadata"] for h in dated if h["metadata"].get("change") == "renamed"]
+    # One result per commit, its files in metadata (issue 36).
+    assert len(dated) == 1, dated
+    renamed = [f for f in dated[0]["metadata"]["files"] if f["change"] == "renamed"]
     assert renamed and renamed[0]["old_path"] == "web/session.ts"
     assert not env.search("quotas rename session", source_type="commit", mode="keyword",
                           date_to="2026-10-31", author="ann")

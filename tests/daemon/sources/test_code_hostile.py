@@ -74,10 +74,11 @@ def test_a_commit_touching_many_files_is_bounded(tmp_path: Path) -> None:
         (repo / f"f{i}.txt").write_text(f"line {i}\n", encoding="utf-8")
     commit_all(repo, "touch two thousand files")
     _, docs, _ = _read(_kind(repo, max_commit_files=50), repo)
-    commits = [d for d in docs if d.source_type == "commit"]
-    assert len(commits) == 50
-    assert commits[0].metadata["files_in_commit"] == 2000
-    assert "commit_files_truncated" in commits[0].warnings
+    [commit] = [d for d in docs if d.source_type == "commit"]  # one document per commit
+    assert len(commit.metadata["files"]) == 50 and commit.metadata["files_indexed"] == 50
+    assert commit.metadata["files_in_commit"] == 2000
+    assert "commit_files_truncated" in commit.warnings
+    assert len(commit.text) < 12_000  # its files listed, its diffs quoted, each bounded
 
 
 def test_history_is_bounded_by_the_window_and_a_shallow_clone_reads(tmp_path: Path) -> None:

@@ -125,20 +125,26 @@ def test_leading_comments_are_docs() -> None:
     assert sh["deploy"][4] == "deploy the site"
 
 
-def test_oversized_definition_is_cut_into_windows_that_keep_its_name() -> None:
+def test_an_oversized_definition_stays_one_symbol() -> None:
     body = "".join(f"    x{i} = {i}\n" for i in range(300))
     text = f"def big():\n{body}\n\ndef small():\n    return 1\n"
     syms = split_source(text, "big.py")
-    parts = [s for s in syms if s.name == "big"]
-    assert len(parts) > 3
+    [big] = [s for s in syms if s.name == "big"]  # its chunks carry its name (issue 36)
+    assert (big.part, big.start_line, big.end_line) == (0, 1, 301)
+    assert len(big.text) > MAX_CHARS and big.text.endswith("x299 = 299")
+    assert big.signature == "def big()"
+    assert next(s for s in syms if s.name == "small").start_line == 304
+
+
+def test_a_long_run_of_top_level_code_is_cut_into_windows() -> None:
+    text = "".join(f"x{i} = {i}\n" for i in range(300))
+    parts = split_source(text, "script.py")
+    assert len(parts) > 3 and all(p.symbol_type == "module" for p in parts)
     assert [p.part for p in parts] == list(range(1, len(parts) + 1))
-    assert parts[0].start_line == 1 and parts[-1].end_line == 301
     for a, b in zip(parts, parts[1:], strict=False):
         assert b.start_line == a.end_line + 1
     assert all(len(p.text.split("\n")) <= MAX_LINES and len(p.text) <= MAX_CHARS
                for p in parts)
-    assert all(p.signature == "def big()" for p in parts)
-    assert next(s for s in syms if s.name == "small").start_line == 304
 
 
 def test_other_languages_fall_back_to_line_windows() -> None:

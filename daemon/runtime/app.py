@@ -123,7 +123,8 @@ class App:
                            overfetch=s.overfetch, max_per_source=s.max_per_source,
                            fusion=s.fusion, z_semantic_weight=s.z_semantic_weight,
                            z_note_weight=s.z_note_weight, z_keyword_weight=s.z_keyword_weight,
-                           z_keyword_note_weight=s.z_keyword_note_weight),
+                           z_keyword_note_weight=s.z_keyword_note_weight,
+                           rare_first=s.rare_first),
             indexing)
         self._reembedded: set[str] = set()
         self.reembed_needed = self._check_fingerprint()

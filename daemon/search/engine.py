@@ -31,6 +31,7 @@ from ragd.daemon.search.fusion import (
     keep_sure,
     merge_hits,
     normalise,
+    rare_first,
     rrf,
     sure_hits,
     zscore_fusion,
@@ -81,6 +82,13 @@ MAX_QUOTED = 8  # quoted phrases a query's keyword leg matches
 # question's common ones; and so do cosines of one model.
 KEYWORD_MERGE = "none"
 SEMANTIC_MERGE = "none"
+# Rare words (rare_terms): a term of the query (its first RARE_TERMS, of 3 letters or more)
+# that at most RARE_SOURCES documents hold, and at most one in RARE_SHARE of those searched, as
+# a keyword search of it alone finds them (under RARE_SCAN chunks).
+RARE_TERMS = 12
+RARE_SOURCES = 3
+RARE_SHARE = 4
+RARE_SCAN = 400
 # A semantic search looks for chunks still waiting for their vectors among the first
 # PENDING_SCAN keyword hits, and embeds the best PENDING_EMBED of them for itself (issue 37):
 # ~30 ms a chunk with the default model on two cores, so at most ~0.25 s more, and only
@@ -130,6 +138,9 @@ class SearchSettings:
     # The keyword note leg: the openings and properties chunks among the keyword leg's hits
     # (decision 0037; search.z_keyword_note_weight): 0 turns it off.
     z_keyword_note_weight: float = 0.15
+    # A document holding a rare word of the query ranks above those without it (issue 36;
+    # search.rare_first): False turns the rule off.
+    rare_first: bool = True
 
 
 def validate(req: SearchRequest) -> None:
@@ -510,10 +521,11 @@ class SearchEngine:
         query vector."""
         vec: np.ndarray | None = None
         extra: tuple[np.ndarray, ...] | None = None
+        rare = self.rare_terms(query, req.filters) if self.settings.rare_first else []
         for k in self._depths(req.top_k):
             legs = self._hybrid_legs(query, vec, k, req.filters, req.searches, extra)
             vec, extra = legs.vector, legs.extra
-            out = self._hybrid_results(query, legs, req)
+            out = self._hybrid_results(query, legs, req, rare)
             if len(out) >= req.top_k or not legs.full(k):
                 return out, vec
         return out, vec
@@ -539,8 +551,30 @@ class SearchEngine:
         vector, more, sem = pending.result()
         return _HybridLegs(vector, kw, sem, phrase, titles, k, more)
 
-    def _hybrid_results(self, query: str, legs: _HybridLegs, req: SearchRequest
-                        ) -> list[dict[str, Any]]:
+    def rare_terms(self, query: str, filters: Filters) -> list[frozenset[int]]:
+        """For each of the query's first RARE_TERMS terms that only a few of the documents
+        searched hold (at most RARE_SOURCES, and at most one in RARE_SHARE of them), the
+        documents that hold it: all of them, read off a keyword search of that term alone
+        that ran out before RARE_SCAN chunks (issue 36, decision 0027's rule for few large
+        documents: a book holding a name is many chunks, so the whole leg never runs out).
+        The rarest term (fewest chunks) first."""
+        terms = [t for t in self.query_terms(query)[:RARE_TERMS] if len(t) >= 3]
+        if not terms:
+            return []
+        where, args = to_sql(filters)
+        few = min(RARE_SOURCES, self.catalog.count_sources(where, args) // RARE_SHARE)
+        out: list[tuple[int, frozenset[int]]] = []
+        for term in terms if few else ():
+            hits = self.whoosh.search_any([term], [], RARE_SCAN, filters)
+            if not hits or len(hits) >= RARE_SCAN:
+                continue
+            holders = self.catalog.sources_of([c for c, _ in hits])
+            if len(holders) <= few:
+                out.append((len(hits), frozenset(holders)))
+        return [holders for _, holders in sorted(out, key=lambda h: h[0])]  # rarest first
+
+    def _hybrid_results(self, query: str, legs: _HybridLegs, req: SearchRequest,
+                        rare: Sequence[frozenset[int]] = ()) -> list[dict[str, Any]]:
         s = self.settings
         rows = self.catalog.chunks_by_id(sorted({c for c, _ in [*legs.keyword, *legs.semantic,
                                                                 *legs.phrase]}
@@ -585,6 +619,8 @@ class SearchEngine:
         notes = keep_sure(notes, [*sure_hits(per_note["keyword"],
                                              exhausted=len(legs.keyword) < legs.depth),
                                   *sure_hits(per_note["semantic"])])
+        # A document holding a rare word of the query never ranks below one without it.
+        notes = rare_first(notes, rare)
         # Which chunks show a note: its chunks by RRF over the legs, body before properties.
         chunks = rrf({"keyword": [c for c, _ in kw], "semantic": [c for c, _ in sem],
                       "exact": titles + [c for c, _ in phrase]},

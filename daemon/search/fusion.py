@@ -240,3 +240,15 @@ def keep_sure(notes: Sequence[NoteScore], sure: Sequence[Hashable],
         out.remove(item)
         out.insert(place - 1, item)
     return out
+
+
+def rare_first(notes: Sequence[NoteScore], rare: Sequence[frozenset[Hashable]]
+               ) -> list[NoteScore]:
+    """``notes`` with those holding the query's rare words first (each set in ``rare``: the
+    documents that hold one rare word, the rarest word first), in their order otherwise: a
+    document holding a rare word never ranks below one without it; where two rare words are
+    held by different documents, the rarer word's go first (issue 36)."""
+    if not rare:
+        return list(notes)
+    held = {n.note: tuple(n.note not in holders for holders in rare) for n in notes}
+    return sorted(notes, key=lambda n: held[n.note])  # stable: the fused order within

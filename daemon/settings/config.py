@@ -192,6 +192,11 @@ class SearchConfig(_Section):
         description="zscore fusion: weight of the keyword note leg (the notes whose opening or "
         "properties the keyword leg hits, decision 0037); 0 turns it off",
     )
+    rare_first: bool = Field(
+        default=True,
+        description="Hybrid search: a document holding a word of the query that few documents "
+        "hold (a name in one book) ranks above those without it (decision 0051)",
+    )
 
 
 class DocumentsConfig(_Section):

@@ -878,6 +878,24 @@ class Catalog(LockedConnection):
             rows = self._db.execute(sql, tuple(args)).fetchall()
         return [r[0] for r in rows]
 
+    def count_sources(self, where: str = "1", args: Sequence[Any] = ()) -> int:
+        """Sources (indexed, status ok) matching a SQL condition over ``s`` and ``c``."""
+        sql = ("SELECT COUNT(*) FROM sources s JOIN collections c ON c.id=s.collection_id"
+               f" WHERE s.status='ok' AND ({where})")
+        with self._lock:
+            return int(self._db.execute(sql, tuple(args)).fetchone()[0])
+
+    def sources_of(self, chunk_ids: Sequence[int]) -> set[int]:
+        """The sources these chunks belong to."""
+        out: set[int] = set()
+        with self._lock:
+            for start in range(0, len(chunk_ids), 900):
+                part = list(chunk_ids[start:start + 900])
+                out.update(int(r[0]) for r in self._db.execute(
+                    "SELECT DISTINCT source_id FROM chunks WHERE id IN"
+                    f" ({','.join('?' * len(part))})", part))
+        return out
+
     def chunks_matching(self, ids: Sequence[int], where: str, args: Sequence[Any]) -> set[int]:
         """Those of ``ids`` whose chunk matches the SQL condition (see ``filter_chunk_ids``):
         a check of a few hundred candidates, where listing every match could take seconds."""

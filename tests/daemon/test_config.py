@@ -270,7 +270,7 @@ def test_reference_markdown_lists_every_key() -> None:
     rows = [line for line in markdown.splitlines() if line.startswith("| `")]
 
     keys = config_keys()
-    assert len(rows) == len(keys) == 49 + len(CodeConfig.model_fields) + len(
+    assert len(rows) == len(keys) == 50 + len(CodeConfig.model_fields) + len(
         ConceptsConfig.model_fields) + len(PowerConfig.model_fields) + len(
         ExtractConfig.model_fields)
     for key, row in zip(keys, rows, strict=True):

@@ -34,6 +34,7 @@ Prints markdown tables and writes bench/results/code_search.json (code_search-NA
 from __future__ import annotations
 
 import argparse
+import hashlib
 import subprocess
 import sys
 import tempfile
@@ -282,6 +283,16 @@ def git(repo: Path, *args: str) -> str:
                           text=True).stdout.strip()
 
 
+def provenance() -> dict[str, Any]:
+    """The ragd commit measured, and what of daemon/ differed from it when the run began
+    (others may be editing it: a run is only comparable with one of the same code)."""
+    diff = git(REPO, "diff", "HEAD", "--", "daemon")
+    return {"commit": git(REPO, "rev-parse", "HEAD"),
+            "uncommitted_daemon_files": git(REPO, "status", "--porcelain", "--",
+                                            "daemon").splitlines(),
+            "daemon_diff_sha1": hashlib.sha1(diff.encode("utf-8")).hexdigest()}
+
+
 def clone(mirror: Path, into: Path) -> Path:
     """The mirror's HEAD in a work tree at ``into``/requests (reset to it if kept)."""
     repo = into / "requests"
@@ -423,11 +434,16 @@ def main() -> int:
     need = max((d for d in depths.values() if d), default=0)
     history = (args.history_commits if args.history_commits is not None
                else min(50_000, max(default, need)))
-    out: dict[str, Any] = {"repository": str(args.mirror), "head": git(repo, "rev-parse",
-                                                                         "HEAD"),
+    out: dict[str, Any] = {"ragd": provenance(), "repository": str(args.mirror),
+                           "head": git(repo, "rev-parse", "HEAD"),
                            "history_commits": history, "history_commits_default": default}
     overrides = {"code.groups": {GROUP: [str(repo)]}, "code.history_commits": history,
                  "code.history_months": 0}
+    # Every daemon module the run uses is loaded now: daemon/ may be edited while it runs.
+    import ragd.daemon.runtime.code_handlers  # noqa: F401
+    import ragd.daemon.search.params  # noqa: F401
+    import ragd.daemon.stores.code_sources  # noqa: F401
+
     print(f"indexing {repo} (history_commits={history}) ...", file=sys.stderr, flush=True)
     with ragd_app(home, overrides) as app:
         out["index"] = index(app)
@@ -442,6 +458,10 @@ def main() -> int:
         out["sets"] = {w: run_set(app, repo, w, questions[w], args.verbose) for w in which}
         out["query_seconds"] = round(time.perf_counter() - t0, 1)
         out["expected_not_in_index"] = covered(app, questions.get("symbols", []))
+    if provenance() != out["ragd"]:
+        out["ragd"]["changed_during_run"] = True
+        print("warning: daemon/ changed during the run (this run used the code as it began)",
+              file=sys.stderr)
     report(out)
     path = write_json(f"code_search-{args.out}" if args.out else "code_search", out)
     print(f"\nwrote {path.relative_to(REPO)}")
@@ -450,6 +470,9 @@ def main() -> int:
 
 def report(out: dict[str, Any]) -> None:
     idx, ch = out["index"], out["chunking"]
+    dirty = out["ragd"]["uncommitted_daemon_files"]
+    print(f"ragd {out['ragd']['commit'][:8]}" + (f" with {len(dirty)} daemon files changed"
+                                                 if dirty else ""))
     print(f"psf/requests at {out['head'][:8]}, history_commits {out['history_commits']} "
           f"(default {out['history_commits_default']}): indexed in {idx['seconds']} s "
           f"(stages {idx['stage_seconds']}), {idx['embedded']:,} chunks embedded, "

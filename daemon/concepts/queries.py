@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ragd.daemon.concepts.extract import STOPWORDS, normalise
+from ragd.daemon.concepts.names import by_name, holds_words, name_words, one_or_copies, path_like
 from ragd.daemon.stores.concepts import ConceptStore, unblob
 
 CATALOG_LIMIT = 10
@@ -63,24 +64,6 @@ def validation(field: str, message: str) -> Refusal:
 
 def not_found(message: str, **context: Any) -> Refusal:
     return Refusal("RECORD_NOT_FOUND", message, None, context)
-
-
-def by_name(docs: Sequence[dict[str, Any]], query: str) -> dict[str, Any] | None:
-    """The document whose title or path ``query`` is, else one whose title holds it or
-    whose path ends with it (never with ``..``); None for empty input or no match. Each of
-    ``docs`` has a ``title`` and a ``source`` (its path)."""
-    low = query.strip().lower()
-    if not low:
-        return None
-    for d in docs:
-        if low in (d["title"].lower(), d["source"].lower()):
-            return d
-    if ".." in low:
-        return None
-    for d in docs:
-        if low in d["title"].lower() or d["source"].lower().endswith(low):
-            return d
-    return None
 
 
 def terms(text: str) -> list[str]:
@@ -305,26 +288,25 @@ class Library:
         return out
 
     def find_document(self, query: str) -> dict[str, Any]:
-        """The document a title, path, author or keywords name: exact title or path first,
-        then a title that holds it or a path that ends with it, then the catalog's best match
-        if the query's own words are in its title, summary or concepts (a likeness of meaning
-        alone names no document: an unknown title answered some other book's concepts).
-        Empty input matches nothing; a path only a document's own path or its end (never with
-        ``..``, never by likeness)."""
+        """The document a title, path, file name, author or subject names (issue 37): by
+        name first (:func:`by_name`); else the one whose concepts hold every word of the
+        query but stopwords ("Captain Ahab", "Martians"). A likeness of meaning names
+        no document, nor do words several documents hold (but copies of one): an unknown
+        title is not found, never answered with another book. Empty and path-like input
+        (``/``, ``\\``, ``..``) match only a document's own path."""
         docs = self.documents()
-        low = query.strip().lower()
-        missing = not_found(f"no document matches {query!r}", document_query=query)
         found = by_name(docs, query)
         if found is not None:
             return found
-        if not low or ".." in low or "/" in low or "\\" in low:  # a path none of theirs
-            raise missing
-        hits = self.catalog_search(query)["results"]
-        named = [h for h in hits if any(h["scores"].get(k, 0.0) > 0
-                                        for k in ("title", "bm25", "concept"))]
-        if not named:
-            raise missing
-        return next(d for d in docs if d["source"] == named[0]["source"])
+        # no concept holds a stopword of the analysis ("dark matter" is the concept "dark")
+        words = [w for w in name_words(query) if w not in STOPWORDS]
+        if not words or path_like(query):
+            raise not_found(f"no document matches {query!r}", document_query=query)
+        found = one_or_copies([d for d in docs if holds_words(words, {w for n in d["concept_names"]
+                                                        for w in name_words(n)}, fuzzy=False)])
+        if found is None:
+            raise not_found(f"no document matches {query!r}", document_query=query)
+        return found
 
     def resolve(self, concept: str, table: ConceptTable) -> tuple[int | None, dict[str, Any]]:
         """The concept a term names: 40 % name, 30 % vector, 20 % BM25 of the name's words,

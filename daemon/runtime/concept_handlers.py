@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from ragd.daemon.concepts import browse
 from ragd.daemon.concepts.analysis import eligible, open_catalog_readonly
-from ragd.daemon.concepts.queries import Library, Refusal, by_name, validation
+from ragd.daemon.concepts.names import by_name
+from ragd.daemon.concepts.queries import Library, Refusal, validation
 
 if TYPE_CHECKING:
     from ragd.daemon.ipc.server import Connection

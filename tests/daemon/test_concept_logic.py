@@ -125,3 +125,89 @@ def test_function_words_of_other_languages_are_dropped_where_they_are_ones() -> 
     counts = analysis.candidate_counts([GERMAN], stops)
     assert langs == ("de",) and "stadt" in counts and "die" not in counts
     assert "die stadt" not in counts and not {"aber", "dass", "sehr"} & set(counts)
+
+
+def _book(source: str, title: str, authors: list[str], concepts: list[str],
+          vector: list[float]) -> dict[str, object]:
+    v = np.array(vector, dtype=np.float32)
+    return {"source": source, "title": title, "metadata": {"authors": authors},
+            "concept_names": concepts, "vector": v / np.linalg.norm(v)}
+
+
+BOOKS = [
+    _book("/lib/idpf-moby-dick.epub", "Moby-Dick", ["Herman Melville"],
+          ["captain ahab", "white whale", "book"], [1, 0, 0, 0]),
+    _book("/lib/se-h-g-wells_the-time-machine.epub", "The Time Machine", ["H. G. Wells"],
+          ["time traveller", "morlocks"], [0, 1, 0, 0]),
+    _book("/lib/The-War-of-the-Worlds.pdf", "The War of the Worlds", ["H. G. Wells"],
+          ["martians", "heat-ray"], [0, 0, 1, 0]),
+    _book("/lib/pg-sherlock_holmes.epub", "The Adventures of Sherlock Holmes",
+          ["Arthur Conan Doyle"], ["irene adler", "baker street"], [0, 0, 0, 1]),
+    _book("/lib/Adventures-Of-Sherlock-Holmes.pdf", "Adventures of Sherlock Holmes",
+          ["Arthur Conan Doyle"], ["irene adler", "baker street"], [0, 0, 0.05, 1]),
+    _book("/lib/The-Art-of-Public-Speaking.pdf", "The Art of Public Speaking",
+          ["Dale Carnegie"], ["public speaking", "book"], [0.5, 0.5, 0, 0]),
+]
+
+
+def _named(query: str) -> str | None:
+    from ragd.daemon.concepts.names import by_name
+
+    found = by_name(BOOKS, query)
+    return None if found is None else str(found["source"]).rsplit("/", 1)[-1]
+
+
+def test_a_name_names_the_book_whose_name_holds_each_of_its_words() -> None:
+    """Issue 37: a title, part of one, an author, a file name, a typo in a long word name
+    a book; an unknown title that shares some words with one, a function word, a path or
+    nothing names none, nor does a name two different books hold."""
+    assert _named("Moby-Dick") == _named("moby dick") == "idpf-moby-dick.epub"
+    assert _named("Melville") == _named("Moby Dick by Herman Melville") == "idpf-moby-dick.epub"
+    assert _named("time machine") == _named("The Time Machnie") == (
+        "se-h-g-wells_the-time-machine.epub")
+    assert _named("The-War-of-the-Worlds.pdf") == "The-War-of-the-Worlds.pdf"
+    assert _named("public speaking carnegie") == "The-Art-of-Public-Speaking.pdf"
+    # two editions of one book (nearly the same vector): either names it
+    assert _named("Sherlock Holmes") in ("pg-sherlock_holmes.epub",
+                                         "Adventures-Of-Sherlock-Holmes.pdf")
+    assert _named("Arthur Conan Doyle") is not None
+    for unknown in ("H. G. Wells",  # two different books
+                    "Moby Dick 2", "The Art of War", "War and Peace", "Time Traveler's Wife",
+                    "the", "a", "of the", "The Tiem Machine",  # a typo in a short word is another word
+                    "../lib/idpf-moby-dick.epub", "lib/idpf-moby-dick.epub", "/etc/hosts",
+                    "C:\\lib\\Moby-Dick", "", "   "):
+        assert _named(unknown) is None, unknown
+    assert _named("/lib/idpf-moby-dick.epub") == "idpf-moby-dick.epub"  # its own path
+
+
+def test_a_subject_names_the_one_book_whose_concepts_hold_it() -> None:
+    """Issue 37: failing a name, the one document whose concepts hold every word of the query
+    (or copies of one); words several books hold, or no book holds all of, are not found."""
+    from ragd.daemon.concepts.queries import Library, Refusal
+
+    lib = Library.__new__(Library)
+    lib.documents = lambda: list(BOOKS)  # type: ignore[method-assign]
+    assert lib.find_document("Captain Ahab")["title"] == "Moby-Dick"
+    assert lib.find_document("the Martians")["title"] == "The War of the Worlds"
+    assert "Sherlock" in lib.find_document("Irene Adler")["title"]
+    assert lib.find_document("whale")["title"] == "Moby-Dick"  # a word of "white whale"
+    # words no concept is made of ("matter" is a stopword of the analysis) do not count
+    assert lib.find_document("white whale matter")["title"] == "Moby-Dick"
+    for unknown in ("a book", "white martians", "whales and martians", "white whale 2", "Captain Nemo", "../captain ahab",
+                    "", "the"):
+        try:
+            got = lib.find_document(unknown)
+        except Refusal as exc:
+            assert exc.code == "RECORD_NOT_FOUND", unknown
+        else:
+            raise AssertionError(f"{unknown!r} named {got['title']!r}")
+
+
+def test_one_edit() -> None:
+    from ragd.daemon.concepts.names import one_edit
+
+    for a, b in (("frankenstien", "frankenstein"), ("sherlok", "sherlock"),
+                 ("metamorphosys", "metamorphosis"), ("holmes", "holmes"), ("ab", "ba")):
+        assert one_edit(a, b) and one_edit(b, a), (a, b)
+    for a, b in (("holmes", "hlomse"), ("time", "mite"), ("abcd", "badc"), ("ab", "abcd")):
+        assert not one_edit(a, b) and not one_edit(b, a), (a, b)

@@ -17,18 +17,22 @@ Two question sets (bench/queries/code-requests-*.tsv):
   "class instead of method". Asked in rag_search's hybrid, semantic and keyword modes
   (collection ``requests``, source_type ``code``) and through coderag_search
   (``code_handlers.search``, top_k 10), which drops markdown sections.
-- commits: ``query<TAB>sha<TAB>note``; a result matches when its commit_sha starts with the sha.
-  Asked in the three modes with source_type ``commit``.
+- commits: ``query<TAB>sha<TAB>note`` (``a|b`` when two commits made the same change); a result
+  matches when its commit_sha starts with the sha. Asked in the three modes with source_type
+  ``commit``. How many of the set's commits lie beyond the default history, and how many the
+  index lacks, is reported.
 
-A rank is the position in the ten results as a client sees them (a symbol shown twice, or a
-commit once per file it touched, takes two places). For every symbol question whose answer is
+A rank is the position in the ten results as a client sees them (a symbol or a commit shown
+twice takes two places). For every symbol question whose answer is
 not first, what ranks above it (all ten on a miss) is sorted into: the same symbol again (a
 symbol cut into parts, or into several chunks), the class of the expected method, tests, docs,
 examples, other library symbols and other files (build, CI, config).
 
 Prints markdown tables and writes bench/results/code_search.json (code_search-NAME.json with
 --out NAME, for before/after comparisons). --home keeps the clone and its index between runs
-(only what changed is read again): measure indexing changes on a fresh run.
+(only what changed is read again): measure indexing changes on a fresh run. The JSON names the
+ragd commit measured and a digest of daemon/'s uncommitted changes, and says so when daemon/
+changed during the run.
 """
 
 from __future__ import annotations
@@ -83,7 +87,7 @@ class Target:
 @dataclass(frozen=True)
 class Question:
     query: str
-    expected: tuple[Target, ...] | str  # symbols: the answers; commits: a sha
+    expected: tuple[Target, ...] | str  # symbols: the answers; commits: "sha" or "sha|sha"
     kind: str  # symbols: function | method | ...; commits: the note
 
 
@@ -176,7 +180,7 @@ def _lines_of(path: Path, content: str) -> tuple[int, int] | None:
 
 def matches(hit: Hit, q: Question) -> bool:
     if isinstance(q.expected, str):
-        return hit.name.startswith(q.expected)
+        return any(hit.name.startswith(sha) for sha in q.expected.split("|"))
     return any(hit.path == t.path and hit.name == t.name and (
         t.line is None or (hit.lines is not None and hit.lines[0] <= t.line <= hit.lines[1]))
         for t in q.expected)
@@ -374,7 +378,8 @@ def covered(app: Any, questions: Sequence[Question]) -> list[str]:
     missing = []
     for q in questions:
         if isinstance(q.expected, str):
-            ok = any(m.get("commit_sha", "").startswith(q.expected) for m in meta)
+            ok = any(m.get("commit_sha", "").startswith(sha) for sha in q.expected.split("|")
+                     for m in meta)
         else:
             ok = any(matches(Hit(m.get("file_path", ""), m.get("symbol_name", ""), "",
                                  (m.get("start_line", 0), m.get("end_line", 0)), ""), q)
@@ -429,7 +434,8 @@ def main() -> int:
     from ragd.daemon.settings.codegroups import CodeConfig
 
     default = CodeConfig.model_fields["history_commits"].default
-    shas = [q.expected for q in questions.get("commits", []) if isinstance(q.expected, str)]
+    shas = [sha for q in questions.get("commits", []) if isinstance(q.expected, str)
+            for sha in q.expected.split("|")]
     depths = commit_depths(repo, shas)
     need = max((d for d in depths.values() if d), default=0)
     history = (args.history_commits if args.history_commits is not None
@@ -450,7 +456,8 @@ def main() -> int:
         out["chunking"] = chunking(app)
         if shas:
             out["commit_set"] = {
-                "depths": depths, "needed_history_commits": need,
+                "questions": len(questions["commits"]), "depths": depths,
+                "needed_history_commits": need,
                 "unreachable": [s for s, d in depths.items() if d is None],
                 "beyond_default_history": [s for s, d in depths.items() if d and d > default],
                 "not_indexed": covered(app, questions["commits"])}
@@ -488,8 +495,9 @@ def report(out: dict[str, Any]) -> None:
           f"{'; '.join(ch['several_chunks_examples'][:4])}")
     cs = out.get("commit_set")
     if cs:
-        print(f"commit set: {len(cs['not_indexed'])} of {len(cs['depths'])} not indexed; "
-              f"{len(cs['beyond_default_history'])} lie beyond the default history "
+        print(f"commit set: {len(cs['not_indexed'])} of {cs['questions']} questions' commits "
+              f"not indexed; {len(cs['beyond_default_history'])} of {len(cs['depths'])} "
+              "commits lie beyond the default history "
               f"(needed history_commits {cs['needed_history_commits']})")
     if out["expected_not_in_index"]:
         print(f"warning: expected symbols not in the index: {out['expected_not_in_index']}")

@@ -408,6 +408,9 @@ def main() -> None:
     ap.add_argument("--no-known-items", action="store_true")
     ap.add_argument("--approximate", action="store_true",
                     help="force the big-index approximations on a copy of --home")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config override for the searches, e.g. search.rare_first=false "
+                    "(JSON values; repeatable)")
     args = ap.parse_args()
     if args.approximate and not args.home:
         sys.exit("error: --approximate needs --home (run once without it to fill the home)")
@@ -428,6 +431,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ragd-quality-") as tmp:
         root = args.home.expanduser().resolve() if args.home else Path(tmp)
         overrides: dict[str, Any] = {"search.max_per_source": 1}
+        for item in args.set:
+            key, _, value = item.partition("=")
+            overrides[key] = json.loads(value)
+            out["config"][key] = overrides[key]
         if args.approximate:
             root = approximate_copy(root, Path(tmp))
             overrides["index.approx_vectors_from"] = APPROX_FROM

@@ -139,8 +139,8 @@ class SearchSettings:
     # (decision 0037; search.z_keyword_note_weight): 0 turns it off.
     z_keyword_note_weight: float = 0.15
     # A document holding a rare word of the query ranks above those without it (issue 36;
-    # search.rare_first): False turns the rule off.
-    rare_first: bool = True
+    # search.rare_first, off until measured: decision 0051).
+    rare_first: bool = False
 
 
 def validate(req: SearchRequest) -> None:

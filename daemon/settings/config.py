@@ -193,9 +193,10 @@ class SearchConfig(_Section):
         "properties the keyword leg hits, decision 0037); 0 turns it off",
     )
     rare_first: bool = Field(
-        default=True,
+        default=False,
         description="Hybrid search: a document holding a word of the query that few documents "
-        "hold (a name in one book) ranks above those without it (decision 0051)",
+        "hold (a name in one book) ranks above those without it. Off by default until "
+        "measured: in a small vault ordinary words are rare too (decision 0051)",
     )
 
 

@@ -47,7 +47,7 @@ def write_library(vault: Path) -> Path:
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory, real_embedder: Any) -> Iterator[App]:
     with synced_app(write_library(tmp_path_factory.mktemp("rare") / "Vault"),
-                    real_embedder) as a:
+                    real_embedder, **{"search.rare_first": True}) as a:
         yield a
 
 

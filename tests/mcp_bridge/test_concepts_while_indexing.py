@@ -27,7 +27,7 @@ from ragd.daemon.cli.remote import format_status
 pytestmark = pytest.mark.slow
 
 BRIDGE = Path(sys.executable).parent / "ragd-mcp"
-BULK_FILES = 600  # ~1,200 chunks: a minute or so of embedding here, far longer than a book
+BULK_FILES = 300  # ~600 chunks: half a minute of embedding here, far longer than a book
 
 
 @pytest.fixture(scope="module")

@@ -98,6 +98,7 @@ PENDING_EMBED = 8
 _LEGS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ragd-leg")
 
 _QUOTED = re.compile(r'"([^"]+)"')
+_WORD = re.compile(r"[^\W_]{3,}")
 
 
 @dataclass(frozen=True)
@@ -558,7 +559,8 @@ class SearchEngine:
         that ran out before RARE_SCAN chunks (issue 36, decision 0027's rule for few large
         documents: a book holding a name is many chunks, so the whole leg never runs out).
         The rarest term (fewest chunks) first."""
-        terms = [t for t in self.query_terms(query)[:RARE_TERMS] if len(t) >= 3]
+        named = self.name_like(query)
+        terms = [t for t in self.query_terms(query)[:RARE_TERMS] if len(t) >= 3 and t in named]
         if not terms:
             return []
         where, args = to_sql(filters)
@@ -572,6 +574,18 @@ class SearchEngine:
             if len(holders) <= few:
                 out.append((len(hits), frozenset(holders)))
         return [holders for _, holders in sorted(out, key=lambda h: h[0])]  # rarest first
+
+    def name_like(self, query: str) -> set[str]:
+        """The index terms of the query's words that the model's own vocabulary splits into
+        pieces ("Houyhnhnms", "zqxfresh6vortex"; not "show" or "customs"): names and coined
+        words, where an ordinary word that a small vault happens to hold twice is not."""
+        words = sorted(set(_WORD.findall(query.lower())))
+        if not words:
+            return set()
+        counts = self.embedder.count_tokens([*words, "a"])
+        one = counts[-1]  # a word of one piece, and the counter's special tokens
+        return {t for w, n in zip(words, counts, strict=False) if n > one
+                for t in self.analyse(w)}
 
     def _hybrid_results(self, query: str, legs: _HybridLegs, req: SearchRequest,
                         rare: Sequence[frozenset[int]] = ()) -> list[dict[str, Any]]:

@@ -90,3 +90,18 @@ def test_no_sub_queries_answer_as_before(app: App) -> None:
         plain = engine.search(build_request(engine, query=QUESTION, mode=mode))
         empty = engine.search(build_request(engine, query=QUESTION, mode=mode, searches=[]))
         assert plain == empty
+
+
+def test_the_rare_word_rule_leaves_ordinary_words_alone(app: App,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """"show" is held by two of these eleven notes, so by its count it is rare; the rule keeps
+    to words the model's vocabulary splits into pieces (names, coined words), so the passage
+    still finds its note with search.rare_first on (decision 0051)."""
+    import dataclasses
+
+    engine = app.search_engine
+    assert "show" not in engine.name_like(QUESTION)
+    assert engine.name_like("the zqxtransclusion trick")  # a coined word is a name
+    monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings,
+                                                                rare_first=True))
+    assert names(app, hyde=HYDE)[0] == TARGET

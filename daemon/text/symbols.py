@@ -281,7 +281,9 @@ def _symbols(d: _Def, data: bytes, lines: list[str], parent: str,
     yield Symbol(name=d.name, symbol_type=kind, start_line=first + 1, end_line=last + 1,
                  text=text, signature=_signature(d.node, data),
                  doc=_doc(d.node, data, grammar), parent=parent)
-    inner = d.name if kind in _CLASSLIKE else parent
+    # What it holds is named under its full name: a method's nested helper is
+    # Class.method.helper, not Class.helper (issue 36: it read as a method of the class).
+    inner = f"{parent}.{d.name}" if parent else d.name
     for c in d.children:
         c.kind = "method" if c.kind == "function" and kind in ("class", "interface") \
             else c.kind

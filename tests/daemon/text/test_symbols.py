@@ -90,7 +90,7 @@ CASES = [
       "f": ("function", 6)}),
     ("csharp", "a.cs", "namespace App {\n  class Svc {\n    public void Run() {}\n  }\n"
      "  interface IRun {}\n}\n",
-     {"App": ("module", 1), "App.Svc": ("class", 2), "Svc.Run": ("method", 3),
+     {"App": ("module", 1), "App.Svc": ("class", 2), "App.Svc.Run": ("method", 3),
       "App.IRun": ("interface", 5)}),
     ("ruby", "a.rb", "# A dog\nclass Dog\n  def bark\n    'woof'\n  end\nend\n",
      {"Dog": ("class", 2), "Dog.bark": ("method", 3)}),
@@ -175,3 +175,14 @@ def test_nl_summary_says_what_where_and_why() -> None:
     assert summary.startswith("Function upload_with_retry in src/up.py (python)")
     assert "def upload_with_retry(path, tries=RETRIES)" in summary
     assert "retrying on failure" in summary
+
+
+def test_a_nested_definition_is_named_under_its_full_name() -> None:
+    text = ("class Auth:\n    def build(self):\n        def md5(x):\n            return x\n"
+            "        return md5\n\n    class Inner:\n        def go(self):\n            pass\n\n"
+            "def outer():\n    def get_proxy(k):\n        return k\n    return get_proxy\n")
+    named = {s.qualified: s.symbol_type for s in split_source(text, "auth.py")
+             if s.symbol_type != "module"}
+    assert named == {"Auth": "class", "Auth.build": "method", "Auth.build.md5": "function",
+                     "Auth.Inner": "class", "Auth.Inner.go": "method", "outer": "function",
+                     "outer.get_proxy": "function"}, named

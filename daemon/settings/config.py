@@ -194,9 +194,9 @@ class SearchConfig(_Section):
     )
     rare_first: bool = Field(
         default=False,
-        description="Hybrid search: a document holding a word of the query that few documents "
-        "hold (a name in one book) ranks above those without it. Off by default until "
-        "measured: in a small vault ordinary words are rare too (decision 0051)",
+        description="Hybrid search: a document holding a name-like word of the query that few "
+        "documents hold (a name in one book) ranks above those without it. For a library of "
+        "few large books; off by default, as it cost a little on note vaults (decision 0051)",
     )
 
 

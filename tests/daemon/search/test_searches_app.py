@@ -73,7 +73,10 @@ def names(app: App, mode: str = "hybrid", top_k: int = 3, **searches: str) -> li
 def test_a_hyde_passage_finds_the_note_the_question_alone_misses(app: App) -> None:
     alone = names(app)
     assert TARGET not in alone, alone
-    assert names(app, hyde=HYDE)[0] == TARGET
+    # In hybrid mode the passage's note and "Home page" (the question's keyword match) are a
+    # near tie (fused 1.09 each, their order changed between runs of the same index): the
+    # passage brings the note from outside the top 3 into the top 2; semantic puts it first.
+    assert TARGET in names(app, hyde=HYDE)[:2]
     assert names(app, mode="semantic", hyde=HYDE)[0] == TARGET
 
 
@@ -102,6 +105,7 @@ def test_the_rare_word_rule_leaves_ordinary_words_alone(app: App,
     engine = app.search_engine
     assert "show" not in engine.name_like(QUESTION)
     assert engine.name_like("the zqxtransclusion trick")  # a coined word is a name
+    before = names(app, hyde=HYDE)
     monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings,
                                                                 rare_first=True))
-    assert names(app, hyde=HYDE)[0] == TARGET
+    assert names(app, hyde=HYDE) == before  # no word of it is name-like: nothing moves

@@ -132,17 +132,14 @@ def search(app: Any, p: dict[str, Any]) -> dict[str, Any]:
                                                     != chunk_type) or \
                 (file_path and file_path not in m.get("file_path", "")):
             continue
-        # One result per symbol: a long one cut into parts shows the part that matched,
-        # under its signature (issue 36).
+        # One result per symbol (issue 36): a definition is one source, shown whole by the
+        # engine; top-level code cut into windows shares its name, and shows its best window.
         key = (m.get("repository", ""), m.get("file_path", ""), m.get("symbol_name", ""))
         if key in seen:
             continue
         seen.add(key)
-        code = code_of(h["content"])
-        if m.get("part", 0) > 1 and m.get("signature"):
-            code = f"{m['signature']}\n    …\n{code}"
         out.append({"file_path": m.get("file_path", ""), "chunk_type": m.get("symbol_type", ""),
-                    "name": m.get("symbol_name", ""), "content": code,
+                    "name": m.get("symbol_name", ""), "content": code_of(h["content"]),
                     "nl_summary": m.get("nl_summary", ""), "score": h["score"]})
         if len(out) == top_k:
             break

@@ -148,8 +148,16 @@ def start_watcher(app: App, on_hints: Any, exclude: Sequence[str], debounce_ms: 
     def roots() -> dict[str, str]:
         return watch_roots(app)
 
-    watcher = Watcher(roots, [e for e in exclude if e != ".git"],
-                      lambda raw: on_hints(hints(raw)) if hints(raw) else None, debounce_ms,
+    def deliver(raw: Mapping[str, set[str]], weights: Mapping[str, int]) -> None:
+        by_group = hints(raw)
+        if by_group:
+            sizes: dict[str, int] = {}
+            for key, size in weights.items():
+                group = key.partition(_SEP)[0]
+                sizes[group] = sizes.get(group, 0) + size
+            on_hints(by_group, sizes)
+
+    watcher = Watcher(roots, [e for e in exclude if e != ".git"], deliver, debounce_ms,
                       lambda: set(roots()))
     watcher.start()
     return watcher

@@ -34,6 +34,9 @@ TURN_S = 60.0  # a bulk job's turn when another collection's bulk job waits
 HOLD_RECHECK_S = 1.0  # a writer waiting on held bulk work looks at the gate again this often
 CUT_IN_S = 2.0  # the longest turn of a job an explicit request of another collection cuts in
 LONG_S = 5.0  # a hint or sweep small by its paths that has run this long is bulk work (0043)
+# A small job whose files hold more than this is heavy: it goes behind light small work of its
+# priority, and light work never gives way to it (a note saved beside a 63 MB feed).
+LIGHT_BYTES = 256 * 1024
 
 
 @dataclass
@@ -54,6 +57,7 @@ class Job:
     queued_at: float = field(default_factory=time.monotonic)  # a small job's timing starts here
     runs: int = 0  # times the writer took it: a new request (0) cuts in (decision 0043)
     long: bool = False  # small by its paths, but it had to yield its turn: bulk from then on
+    weight: int = 0  # bytes its hinted files held when hinted (0: not known, or none)
 
     @property
     def size(self) -> int:
@@ -65,8 +69,17 @@ class Job:
         return self.kind == "sync" and (self.paths is None or len(self.paths) > SMALL_JOB
                                         or self.long)
 
-    def order(self) -> tuple[bool, int, int]:
-        return (self.bulk, self.priority, self.seq)
+    @property
+    def heavy(self) -> bool:
+        return self.weight > LIGHT_BYTES
+
+    def order(self) -> tuple[bool, int, bool, int]:
+        return (self.bulk, self.priority, self.heavy, self.seq)
+
+    def outweighs(self, other: Job) -> bool:
+        """Whether this job is heavy and heavier than ``other``: ``other`` waiting on a slow
+        load does not give way to it."""
+        return self.weight > max(other.weight, LIGHT_BYTES)
 
     def finish(self, result: Any = None, error: BaseException | None = None) -> None:
         self.result, self.error = result, error
@@ -88,6 +101,7 @@ class Job:
         self.priority = min(self.priority, other.priority)
         self.force = self.force or other.force
         self.runs = max(self.runs, other.runs)
+        self.weight += other.weight
         if self.paths is None or other.paths is None:
             self.paths = None
             self.estimate = max(self.estimate, other.estimate)
@@ -275,9 +289,13 @@ class JobQueue:
         slow load gives way to. Not to a job that already gave way (a project's 6 MB note):
         two small jobs each waiting on a slow load would otherwise give way to each other
         every ``GIVE_WAY_S``, and a saved note's job that had to start a worker stayed
-        unsearchable past 2 s while they did."""
+        unsearchable past 2 s while they did. Nor to a heavier one: a saved note whose
+        worker took 0.2 s to start gave way to a 63 MB feed hinted with it, and waited for
+        its parse."""
         with self._cond:
-            return any(not j.bulk and j.runs == 0 for j in self._jobs)
+            mine = self.running
+            return any(not j.bulk and j.runs == 0 and not (mine is not None and j.outweighs(mine))
+                       for j in self._jobs)
 
     def small_waiting(self) -> bool:
         """Whether small work is queued (the embedding thread gives the cores to it)."""

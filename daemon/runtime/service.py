@@ -416,9 +416,11 @@ class Daemon:
             return set()
         return {c.name for c in self.app.catalog.collections() if c.kind == "mail"}
 
-    def on_hints(self, hints: Mapping[str, set[str]]) -> None:
+    def on_hints(self, hints: Mapping[str, set[str]],
+                 weights: Mapping[str, int] | None = None) -> None:
         for name, rels in hints.items():
-            self.queue.put(Job("sync", name, HINT, paths=set(rels), estimate=len(rels)))
+            self.queue.put(Job("sync", name, HINT, paths=set(rels), estimate=len(rels),
+                               weight=(weights or {}).get(name, 0)))
 
     def enqueue_all(self, priority: int, force: bool = False) -> list[Job]:
         return [self.enqueue(c.name, priority, force=force)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
@@ -52,13 +53,33 @@ def hints_from_changes(changes: Iterable[tuple[object, str]], roots: Mapping[str
     return out
 
 
+HINT_WEIGHED = 256  # paths of one hint whose sizes are looked at; a burst weighs its first
+
+
+def hint_bytes(root: str, rels: Iterable[str]) -> int:
+    """What a hint's files hold, in bytes, as they stand (a folder or a missing file weighs
+    nothing): the queue lets a saved note go before a 63 MB feed hinted beside it."""
+    total = 0
+    for n, rel in enumerate(rels):
+        if n >= HINT_WEIGHED:
+            break
+        try:
+            st = os.stat(os.path.join(root, rel))
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISREG(st.st_mode):
+            total += st.st_size
+    return total
+
+
 class Watcher:
     """watchfiles over every collection root. A root added later (a new project) gets a watch
     of its own beside the running ones, which never stop for it: restarting them lost the
     events of the moment (a note saved while rag_index added a project was never seen)."""
 
     def __init__(self, roots: Callable[[], dict[str, str]], exclude: Sequence[str],
-                 on_hints: Callable[[dict[str, set[str]]], None], debounce_ms: int,
+                 on_hints: Callable[[dict[str, set[str]], dict[str, int]], None],
+                 debounce_ms: int,
                  hidden_ok: Callable[[], set[str]] = set) -> None:
         self._roots = roots
         self._hidden_ok = hidden_ok
@@ -130,7 +151,8 @@ class Watcher:
                     hints = hints_from_changes(changes, roots, self._exclude,
                                                self._hidden_ok())
                     if hints:
-                        self._on_hints(hints)
+                        self._on_hints(hints, {name: hint_bytes(roots[name], rels)
+                                               for name, rels in hints.items()})
             except Exception:  # a watcher failure must not take the daemon down
                 log.exception("file watcher failed; sweeps still catch changes; retrying")
                 stop.wait(timeout=5)

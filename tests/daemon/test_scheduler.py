@@ -181,3 +181,36 @@ def test_a_small_job_gives_way_to_fresh_small_work_only() -> None:
     assert q.small_queued() and not q.fresh_small_queued()  # the save does not give way back
     q.task_done(save)
     assert q.get(0) is proj
+
+
+def test_a_saved_note_never_gives_way_to_a_heavy_file_hinted_beside_it() -> None:
+    """A note saved as a 63 MB feed was written came in one batch of hints with it; the note's
+    worker took 0.2 s to start, the note gave way to the fresh feed job, and waited for its
+    parse. Light work goes first among small jobs of a priority and never gives way to a
+    heavier job; a heavy job still gives way to it."""
+    q = JobQueue()
+    q.put(Job("sync", "rss", HINT, paths={"flood.xml"}, weight=63 * 2**20))
+    q.put(Job("sync", "vault", HINT, paths={"Saved.md"}, weight=120))
+    note = q.get(0)
+    assert note is not None and note.collection == "vault"  # light before heavy
+    assert not q.fresh_small_queued()  # the feed outweighs it: the note waits for its worker
+    q.task_done(note)
+    feed = q.get(0)
+    assert feed is not None and feed.collection == "rss"
+    q.put(Job("sync", "vault", HINT, paths={"Next.md"}, weight=80))
+    assert q.fresh_small_queued()  # the feed's parse gives way to the next save
+
+
+def test_small_jobs_of_like_weight_give_way_as_before() -> None:
+    """Two light jobs, or a heavy job and a fresh lighter heavy one, keep decision 0025's
+    rule: what has not run yet goes first; weights add up when hints coalesce."""
+    q = JobQueue()
+    q.put(Job("sync", "mail", HINT, paths={"big.mbox"}, weight=900 * 2**20))
+    mbox = q.get(0)
+    assert mbox is not None
+    q.put(Job("sync", "rss", HINT, paths={"feed.xml"}, weight=5 * 2**20))
+    assert q.fresh_small_queued()
+    q.put(Job("sync", "rss", HINT, paths={"other.xml"}, weight=2**30))
+    assert not q.fresh_small_queued()  # together the feeds outweigh the mbox
+    light = Job("sync", "a", HINT, paths={"a.md"}, weight=10)
+    assert not light.heavy and not light.outweighs(Job("sync", "b", HINT, paths={"b.md"}))

@@ -1,4 +1,4 @@
-from ragd.daemon.runtime.watch import hints_from_changes, is_ignored
+from ragd.daemon.runtime.watch import hint_bytes, hints_from_changes, is_ignored
 
 
 def test_events_map_to_collections_and_relative_paths() -> None:
@@ -23,3 +23,11 @@ def test_is_ignored() -> None:
     assert is_ignored("a/.hidden/b.md", [])
     assert is_ignored("#draft.md#", [])
     assert not is_ignored("Notes/Plan.md", [".git"])
+
+
+def test_hint_bytes_weighs_files_only(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "feed.xml").write_bytes(b"x" * 5000)
+    (tmp_path / "Inbox").mkdir()
+    (tmp_path / "Inbox" / "note.md").write_text("hello", encoding="utf-8")
+    assert hint_bytes(str(tmp_path), ["feed.xml", "Inbox", "Inbox/note.md", "gone.md"]) == 5005
+    assert hint_bytes(str(tmp_path), []) == 0

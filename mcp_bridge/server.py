@@ -42,6 +42,7 @@ from ragd.daemon.errors import (
 )
 from ragd.mcp_bridge import offer
 from ragd.mcp_bridge.coerce import coerce_arguments
+from ragd.mcp_bridge.flags import add_http_flags
 from ragd.mcp_bridge.link import CallTimedOut, DaemonLink
 from ragd.mcp_bridge.tools import INSTRUCTIONS, TOOLSETS, ToolSpec, as_text, select_tools
 from ragd.mcp_bridge.tools_code import is_error
@@ -393,18 +394,34 @@ def run(verbose: bool = False) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    """`ragd mcp`: the same server as `ragd-mcp`."""
+    """`ragd mcp`: the same server as `ragd-mcp` (`--http`: ``ragd.mcp_bridge.http``)."""
+    from ragd.mcp_bridge import http
+
+    flag = http.check_options(args)
+    if flag is not None:
+        raise InvalidArgument(flag, "only applies with --http", f"add --http, or leave {flag} out")
+    if getattr(args, "http", False):
+        return http.run_http(verbose=bool(getattr(args, "verbose", False)), port=args.port,
+                             bind=args.bind, new_token=bool(args.new_token))
     return run(verbose=bool(getattr(args, "verbose", False)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`ragd-mcp`: what an MCP client launches (see `ragd mcp-config`)."""
     parser = argparse.ArgumentParser(
-        prog="ragd-mcp", description="ragd's MCP server on stdio, for desktop AI clients. "
+        prog="ragd-mcp", description="ragd's MCP server on stdio, for desktop AI clients "
+        "(--http: over Streamable HTTP, for clients that only speak HTTP). "
         "Tools come from config.toml [mcp] toolsets (or RAGD_MCP_TOOLSETS).")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
     parser.add_argument("--version", action="version", version=f"ragd-mcp {__version__}")
+    add_http_flags(parser)
     args = parser.parse_args(argv)
+    if args.http:
+        from ragd.mcp_bridge import http
+
+        return http.main_http(args)
+    if args.port is not None or args.bind is not None or args.new_token:
+        parser.error("--port, --bind and --new-token apply only with --http")
     return run(verbose=args.verbose)
 
 

@@ -62,3 +62,7 @@ def no_daemon_left_behind() -> Iterator[None]:
         d = daemon_proc.STARTED.pop()
         if d.proc is not None and d.proc.poll() is None:
             d.kill9()
+
+
+# The window's daemon, shared by its HTTP and browser tests (one start per session).
+from window_fixture import window  # noqa: E402, F401

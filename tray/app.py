@@ -385,6 +385,8 @@ class TrayApp:
             self._call("index", params)
         elif action in (vm.PAUSE, vm.RESUME):
             self._call(action)
+        elif action == vm.OPEN_WINDOW:
+            self._open_window()
         elif action == vm.OPEN_CONFIG:
             self._open(self._path("config"))
         elif action == vm.OPEN_LOG:
@@ -407,6 +409,19 @@ class TrayApp:
             self.stop()
         else:
             log.warning("unknown action %r", action)
+
+    def _open_window(self) -> None:
+        """ragd's window: the URL with this start's token from the status file, which only
+        the user can read (decision 0053)."""
+        import webbrowser
+
+        from ragd.daemon.ipc.discovery import read_status
+
+        url = (read_status(self.paths) or {}).get("window")
+        if not url:
+            raise RagdError("ragd serves no window", "[daemon] window is off in config.toml, "
+                            "or it could not start: see the log")
+        webbrowser.open(str(url))
 
     def _call(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
         ctl = self._ctl

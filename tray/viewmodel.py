@@ -31,6 +31,7 @@ TEXT_CAP = 72  # characters of one menu line
 # Action ids the app maps to IPC calls and local operations.
 REINDEX, PAUSE, RESUME = "reindex", "pause", "resume"
 OPEN_CONFIG, OPEN_LOG, AUTOSTART = "open_config", "open_log", "autostart"
+OPEN_WINDOW = "open_window"  # ragd's own window in the browser (decision 0053)
 START_DAEMON, QUIT, QUIT_AND_STOP = "start_daemon", "quit", "quit_and_stop"
 ACTIONS = (REINDEX, PAUSE, RESUME, OPEN_CONFIG, OPEN_LOG, AUTOSTART, START_DAEMON, QUIT,
            QUIT_AND_STOP)
@@ -249,7 +250,8 @@ def _menu(state: str, line: str, status: Mapping[str, Any] | None, source: Any,
           paths: Mapping[str, str], now: float, tray_version: str) -> tuple[MenuEntry, ...]:
     connected = status is not None
     ready = connected and state in ("idle", "indexing", "paused")
-    entries: list[MenuEntry] = [_info(line)]
+    entries: list[MenuEntry] = [_info(line), MenuEntry("Open ragd", OPEN_WINDOW,
+                                                       enabled=connected)]
     if isinstance(source, RagdError) and source.hint:
         entries.append(_info(source.hint))
     if state == "unreachable":

@@ -95,8 +95,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="pause only the vectors: files are still read and keyword-"
                        "searchable (semantic search finds them by their words meanwhile)")
     sub.add_parser("resume", help="resume indexing")
+    p = sub.add_parser("open", help="open ragd's window (search, status, skipped files, "
+                       "sources) in the browser")
+    p.add_argument("--print", dest="print_only", action="store_true",
+                   help="print the URL only (it carries this start's token)")
 
-    sub.add_parser("mcp", help="run the MCP server on stdio (what AI clients launch)")
+    p = sub.add_parser("mcp", help="run the MCP server on stdio (what AI clients launch), or "
+                       "over HTTP with --http")
+    from ragd.mcp_bridge.flags import add_http_flags
+
+    add_http_flags(p)
     p = sub.add_parser("mcp-config", help="print (or install) the MCP config for a client")
     p.add_argument("client", choices=["claude-desktop", "claude-code", "cursor", "vscode"])
     p.add_argument("--install", action="store_true",
@@ -107,8 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", choices=["desktop", "systemd"], default=None,
                    help="Linux only: XDG autostart entry (default) or a systemd user unit")
     p = sub.add_parser("secret", help="store a credential in the OS keyring")
-    p.add_argument("action", choices=["set", "delete", "status"])
-    p.add_argument("name", nargs="?", help="e.g. embedding.api_key, imap.password")
+    p.add_argument("action", choices=["set", "delete", "status", "show"],
+                   help="show prints only mcp.http_token (the token of `ragd mcp --http`)")
+    p.add_argument("name", nargs="?", help="e.g. embedding.api_key, imap.password, "
+                   "mcp.http_token")
     return parser
 
 
@@ -408,6 +418,7 @@ COMMANDS = {"index": cmd_index, "search": cmd_search, "convert": cmd_convert, "d
             "daemon": _remote("cmd_daemon"), "start": _remote("cmd_start"),
             "stop": _remote("cmd_stop"), "status": _remote("cmd_status"),
             "pause": _remote("cmd_pause"), "resume": _remote("cmd_resume"),
+            "open": _remote("cmd_open"),
             "mcp": _lazy("ragd.mcp_bridge.server", "cmd_mcp"),
             "mcp-config": _lazy("ragd.mcp_bridge.clients", "cmd_mcp_config"),
             "tray": _lazy("ragd.tray.app", "cmd_tray"),

@@ -119,7 +119,38 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 3
     with client:
         st = client.call("status")
-    print(json.dumps(st, indent=2) if args.json else format_status(st))
+    window = window_url()
+    if args.json:
+        print(json.dumps({**st, "window": window}, indent=2))
+    else:
+        print(format_status(st) + (f"\n  window: {window}" if window else ""))
+    return 0
+
+
+def window_url() -> str | None:
+    """The URL that opens ragd's window, with this start's token, from the status file only
+    the user can read (decision 0053); None when the daemon serves no window."""
+    from ragd.daemon.ipc.discovery import read_status
+
+    url = (read_status(resolve_paths()) or {}).get("window")
+    return str(url) if url else None
+
+
+def cmd_open(args: argparse.Namespace) -> int:
+    """`ragd open`: ragd's window in the browser (the daemon is started when it is not
+    running); the URL is printed too, for a machine without a browser at hand."""
+    import webbrowser
+
+    paths = resolve_paths()
+    with connect(paths, start=True):
+        pass
+    url = window_url()
+    if url is None:
+        print("ragd serves no window: [daemon] window is off in config.toml, or it could not "
+              f"start (see {paths.log_file})", file=sys.stderr)
+        return 1
+    opened = False if getattr(args, "print_only", False) else webbrowser.open(url)
+    print(f"ragd's window: {url}" + ("" if opened else " (open it in your browser)"))
     return 0
 
 

@@ -30,14 +30,17 @@ _PID_OFFSET = 16  # the pid is written past the locked byte (Windows locks are m
 
 
 def write_status(paths: Paths, *, pid: int, socket: str, version: str, protocol: int,
-                 started_at: float | str, token: str | None = None) -> Path:
+                 started_at: float | str, token: str | None = None,
+                 window: str | None = None) -> Path:
     """Atomically replace the status file (mode 0600) and return its path. ``token``: what
-    a hello must carry (the Windows pipe, decision 0032)."""
+    a hello must carry (the Windows pipe, decision 0032); ``window``: the URL that opens
+    ragd's window, with this start's token (decision 0053)."""
     paths.ensure()
     target = paths.status_file
     body = json.dumps({"pid": pid, "socket": socket, "version": version,
                        "protocol": protocol, "started_at": started_at,
-                       **({"token": token} if token else {})}, indent=2)
+                       **({"token": token} if token else {}),
+                       **({"window": window} if window else {})}, indent=2)
     fd, tmp = tempfile.mkstemp(prefix=".daemon-", suffix=".json", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:  # mkstemp made it 0600

@@ -295,6 +295,22 @@ class App:
             self.catalog.set_meta(_NO_FILE_LIMIT + name, "1")
         return coll
 
+    def remove_project(self, name: str) -> dict[str, Any]:
+        """Stop indexing a project folder and drop what it put in the indexes (the writer's
+        job: its chunks leave the catalog through the journal, the indexes catch up). A
+        configured collection (a vault, mail) is changed in config.toml instead."""
+        coll = self.collection(name)
+        if coll.type != "project":
+            raise InvalidArgument("collection", f"{name!r} is a {coll.type} collection",
+                                  "remove it from config.toml; only project folders added "
+                                  "with rag_index or the window are removed here")
+        paths = [r.path for r in self.catalog.source_records(coll.id)]
+        chunks = self.catalog.delete_sources(coll.id, paths)
+        self.catalog.drop_collection(coll.id)
+        self.catalog.set_meta(_NO_FILE_LIMIT + name, "")
+        self.indexer.catch_up()
+        return {"removed": name, "sources": len(paths), "chunks": chunks}
+
     def max_files(self, coll: Collection) -> int | None:
         """The walk limit of a collection: index.max_files unless lifted for it."""
         if self.catalog.get_meta(_NO_FILE_LIMIT + coll.name):

@@ -116,6 +116,7 @@ class Daemon:
         self._last_event = 0.0
         self.on_demand: Any = None  # a client's conversions: open before the model (0032)
         self.writer_waits = WriterWaits()  # requests that wait for the writer (0043)
+        self.web: Any = None  # ragd's window (decision 0053)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def run(self) -> int:
@@ -148,9 +149,11 @@ class Daemon:
                                  max_frame_bytes=int(self.config.daemon.max_frame_mb * 2**20),
                                  token=token)
         address = self.address = await self._server.start(self.paths)
+        self.web = await self._start_window()
         discovery.write_status(self.paths, pid=os.getpid(), socket=address,
                                version=__version__, protocol=PROTOCOL_VERSION,
-                               started_at=self.started_at, token=token)
+                               started_at=self.started_at, token=token,
+                               window=self.web.url if self.web is not None else None)
         log.info("ragd %s listening on %s (pid %d)", __version__, address, os.getpid())
         self._writer.start()
         sweeper = asyncio.create_task(self._sweeper())
@@ -161,6 +164,21 @@ class Daemon:
             sweeper.cancel()
             await self._shutdown()
         return 0 if self.fatal is None else 1
+
+    async def _start_window(self) -> Any:
+        """ragd's own window on loopback (decision 0053); a daemon without it still serves."""
+        if not self.config.daemon.window:
+            return None
+        from ragd.daemon.web.server import WebServer
+
+        try:
+            web = WebServer(self, asyncio.get_running_loop())
+            await asyncio.to_thread(web.start)
+        except Exception:
+            log.exception("ragd's window could not start; search over MCP and the CLI go on")
+            return None
+        log.info("ragd's window at http://127.0.0.1:%d/ (`ragd open` opens it)", web.port)
+        return web
 
     def request_stop(self) -> None:
         log.info("stopping")
@@ -176,6 +194,8 @@ class Daemon:
         if self._code_watcher is not None:
             await asyncio.to_thread(self._code_watcher.stop)
         await asyncio.to_thread(self._writer.join, GRACE_S)
+        if self.web is not None:
+            await asyncio.to_thread(self.web.stop)
         if self._server is not None:
             await self._server.close()
         if self.on_demand is not None:
@@ -344,6 +364,8 @@ class Daemon:
         try:
             if job.kind == "rebuild":
                 job.finish(app.rebuild(index_names(job.collection or "all")))
+            elif job.kind == "remove":  # a project folder the window removes (0053)
+                job.finish(app.remove_project(str(job.collection)))
             else:
                 names = [job.collection] if job.collection else [c.name for c in
                                                                  app.catalog.collections()]

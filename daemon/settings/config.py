@@ -286,6 +286,10 @@ class DaemonConfig(_Section):
     max_frame_mb: float = Field(
         default=8.0, gt=0, description="Largest IPC message accepted, in MB"
     )
+    window: bool = Field(
+        default=True, description="Serve ragd's window (search, status, skipped files, "
+        "sources) on 127.0.0.1 at a port chosen at start; `ragd open` opens it"
+    )
 
 
 class McpConfig(_Section):
@@ -310,6 +314,21 @@ class McpConfig(_Section):
     )
     tools_deny: list[str] = Field(
         default_factory=list, description="MCP tools (by name) never offered",
+    )
+
+
+class HttpConfig(_Section):
+    bind: str = Field(
+        default="127.0.0.1",
+        description="Address `ragd mcp --http` listens on (an IP address); a LAN address or "
+        "0.0.0.0 makes the tools reachable from the network by whoever has the token "
+        "(`ragd secret show mcp.http_token`; RAGD_MCP_HTTP_TOKEN overrides it), and is refused "
+        "when no token can be kept",
+    )
+    port: int = Field(
+        default=8766, ge=0, le=65535,
+        description="Port of `ragd mcp --http` (its MCP endpoint is http://BIND:PORT/mcp); 0: "
+        "any free port, printed on start",
     )
 
 
@@ -369,6 +388,8 @@ class Config(BaseModel):
         default_factory=ExtractConfig, description="Reading files in worker processes")
     daemon: DaemonConfig = Field(default_factory=DaemonConfig, description="The background daemon")
     mcp: McpConfig = Field(default_factory=McpConfig, description="The MCP server for AI clients")
+    http: HttpConfig = Field(
+        default_factory=HttpConfig, description="MCP over HTTP (`ragd mcp --http`)")
     power: PowerConfig = Field(
         default_factory=PowerConfig, description="Battery: when bulk indexing waits")
     tray: TrayConfig = Field(default_factory=TrayConfig, description="The tray icon")

@@ -6,6 +6,11 @@ where keyring falls back to its "fail" backend, ragd says so, and uses a file on
 user chose one explicitly with ``RAGD_SECRETS_FILE``; that file is created readable by its owner
 only (0600) and refused when others can read it. ``keyrings.alt`` is never used: it would store
 plain text somewhere the user did not choose.
+
+One secret is ragd's own rather than the user's: ``mcp.http_token``, the bearer token an MCP
+client sends to ``ragd mcp --http`` (created on its first start). The user pastes it into the
+client's config, so it is the one name ``ragd secret show`` prints; every other secret is only
+ever stored, never shown.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ SERVICE = "ragd"
 FILE_ENV = "RAGD_SECRETS_FILE"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}$")
 _FILE_FORMAT = 1
+MCP_HTTP_TOKEN = "mcp.http_token"  # the bearer token of `ragd mcp --http`
+# The names `ragd secret show` prints: tokens ragd made for the user to paste into a client.
+# A key or password the user typed in stays write-only.
+SHOWN = (MCP_HTTP_TOKEN,)
 NO_KEYRING_HINT = ("unlock or install a keyring service (GNOME Keyring, KWallet, the macOS "
                    f"Keychain), or set {FILE_ENV}=/path/to/file to keep secrets in a file only "
                    "you can read")
@@ -224,16 +233,33 @@ def _read_value(name: str) -> str:
 
 
 def cmd_secret(args: argparse.Namespace) -> int:
-    """`ragd secret set|delete|status [NAME]`: the value is prompted for, never an argument."""
+    """`ragd secret set|delete|status|show [NAME]`: the value is prompted for, never an
+    argument; `show` prints only the names in SHOWN."""
     if args.action == "status":
         return _status(args.name)
     name = check_name(args.name)
+    if args.action == "show":
+        return _show(name)
     if args.action == "set":
         store = set_secret(name, _read_value(name))
         print(f"stored {name} in {store.describe()}")
     else:
         store = delete_secret(name)
         print(f"deleted {name} from {store.describe()}")
+    return 0
+
+
+def _show(name: str) -> int:
+    if name not in SHOWN:
+        raise InvalidArgument("name", f"{name} is never shown: a key or password you stored "
+                              "stays in the store", f"only {', '.join(SHOWN)} can be shown; "
+                              f"`ragd secret status {name}` tells whether it is set")
+    store = open_store()
+    value = store.get(name)
+    if not value:
+        raise NotFound(f"no secret named {name} in {store.describe()}",
+                       "`ragd mcp --http` creates it on its first start")
+    print(value)
     return 0
 
 

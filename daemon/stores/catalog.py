@@ -261,6 +261,12 @@ class Catalog(LockedConnection):
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     # -- collections --------------------------------------------------------------------------
+    def drop_collection(self, collection_id: int) -> None:
+        """Forget a collection whose sources were deleted (``delete_sources``, journalled)."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM containers WHERE collection_id=?", (collection_id,))
+            db.execute("DELETE FROM collections WHERE id=?", (collection_id,))
+
     def ensure_collection(
         self, name: str, *, type: str, kind: str, root: str, description: str = ""
     ) -> Collection:

@@ -13,6 +13,7 @@ from ragd.daemon.settings.concepts import ConceptsConfig
 from ragd.daemon.settings.config import (
     Config,
     ExtractConfig,
+    HttpConfig,
     PowerConfig,
     config_keys,
     config_reference_markdown,
@@ -270,9 +271,9 @@ def test_reference_markdown_lists_every_key() -> None:
     rows = [line for line in markdown.splitlines() if line.startswith("| `")]
 
     keys = config_keys()
-    assert len(rows) == len(keys) == 50 + len(CodeConfig.model_fields) + len(
+    assert len(rows) == len(keys) == 51 + len(CodeConfig.model_fields) + len(
         ConceptsConfig.model_fields) + len(PowerConfig.model_fields) + len(
-        ExtractConfig.model_fields)
+        ExtractConfig.model_fields) + len(HttpConfig.model_fields)
     for key, row in zip(keys, rows, strict=True):
         assert row.startswith(f"| `{key.dotted}` |")
         assert f"`{key.env_var}`" in row

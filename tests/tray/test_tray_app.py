@@ -154,7 +154,7 @@ def test_pystray_menu_mirrors_the_view_model(tmp_path: Path,
     view = vm.build_view(status, app.autostart.status())
     menu = app._pystray_menu(view.menu)
     shown = [item.text for item in menu]  # pystray drops the separators at the ends
-    assert shown[:2] == [view.status_line, "- - - -"]
+    assert shown[:3] == [view.status_line, "Open ragd", "- - - -"]
     assert "Reindex now" in shown and "Quit and stop the daemon" in shown
     by_text = {item.text: item for item in menu}
     assert not by_text[view.status_line].enabled
@@ -182,6 +182,31 @@ def cleanup_daemons(ragd_home: Path) -> Iterator[None]:
 
 
 @pytest.mark.slow
+def test_open_ragd_opens_the_window_url_of_the_status_file(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """The tray's "Open ragd" takes the URL (with this start's token) from the status file
+    that only the user can read, never from an IPC answer (decision 0053)."""
+    import webbrowser
+
+    from ragd.daemon.errors import RagdError
+    from ragd.daemon.ipc.discovery import write_status
+
+    paths = resolve_paths()
+    app = TrayApp(paths, start_daemon=False, autostart=offline_autostart(tmp_path),
+                  opener=lambda p: None)
+    opened: list[str] = []
+    monkeypatch.setattr(webbrowser, "open", lambda url: opened.append(url) or True)
+    write_status(paths, pid=os.getpid(), socket="s", version="v", protocol=1, started_at=0)
+    with pytest.raises(RagdError, match="no window"):
+        app._do(vm.OPEN_WINDOW, None)
+    url = "http://127.0.0.1:5000/?token=abc"
+    write_status(paths, pid=os.getpid(), socket="s", version="v", protocol=1, started_at=0,
+                 window=url)
+    app._do(vm.OPEN_WINDOW, None)
+    assert opened == [url]
+
+
 def test_starts_the_daemon_follows_a_restart_and_stops_it(
         ragd_home: Path, vault: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         cleanup_daemons: None) -> None:

@@ -15,6 +15,7 @@ from ragd.tray.viewmodel import (
     AUTOSTART,
     OPEN_CONFIG,
     OPEN_LOG,
+    OPEN_WINDOW,
     PAUSE,
     QUIT,
     QUIT_AND_STOP,
@@ -186,7 +187,7 @@ def test_every_state_has_an_icon() -> None:
 def test_menu_order_and_actions() -> None:
     view = build_view(status(), ON, skipped=SKIPPED, now=NOW)
     assert texts(view.menu) == [
-        "Up to date: 1,246 sources indexed",
+        "Up to date: 1,246 sources indexed", "Open ragd",
         "obsidian: 1,234 sources, 5,678 chunks, 3 skipped",
         "recipes: 12 sources, 40 chunks",
         "Reindex now", "Pause indexing", "Open configuration", "Open log", "Start at login",
@@ -194,7 +195,7 @@ def test_menu_order_and_actions() -> None:
     actions = {e.text: e.action for e in view.menu}
     assert actions["Reindex now"] == REINDEX and actions["Pause indexing"] == PAUSE
     assert actions["Open configuration"] == OPEN_CONFIG and actions["Open log"] == OPEN_LOG
-    assert actions["Start at login"] == AUTOSTART
+    assert actions["Start at login"] == AUTOSTART and actions["Open ragd"] == OPEN_WINDOW
     assert actions["Quit"] == QUIT and actions["Quit and stop the daemon"] == QUIT_AND_STOP
     assert not view.menu[0].enabled  # the status line is information
 

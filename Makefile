@@ -3,6 +3,10 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 PIP     := $(PY) -m pip install --quiet --disable-pip-version-check
 VAULT   ?=
+# The Python the venv is made with: any 3.11 or newer (`make PYTHON=python3.12`). It is checked
+# before anything is installed: Ubuntu 22.04's python3 is 3.10, macOS's own is 3.9.
+PYTHON  ?= python3
+PYTHON_MIN ?= 3.11
 export HF_HUB_OFFLINE := 1
 
 # mypy checks the packages under their installed names (ragd.daemon, ...: decision 0034), which
@@ -11,10 +15,18 @@ MYPY := mkdir -p build/typecheck/ragd && for p in daemon tray mcp_bridge; do \
 	  ln -sfn ../../../$$p build/typecheck/ragd/$$p; done && \
 	MYPYPATH=build/typecheck $(VENV)/bin/mypy -p ragd.daemon -p ragd.tray -p ragd.mcp_bridge
 
-.PHONY: setup tray-menus run test test-fast lint bench bench-full clean model wheel mcpb \
+.PHONY: setup check-python tray-menus run test test-fast lint bench bench-full clean model wheel mcpb \
 	inspector
 
 setup: $(VENV)/.installed
+
+# Exits with what to do when the interpreter is missing or older than PYTHON_MIN.
+NO_PYTHON := ragd needs Python $(PYTHON_MIN) or newer, and there is no $(PYTHON) here: install one, or name it with make PYTHON=/path/to/python3.12
+PYTHON_OK := import sys; need = tuple(int(x) for x in sys.argv[1].split(".")); v = sys.version_info; \
+	sys.exit(0 if v[:2] >= need else "ragd needs Python %s or newer, and %s is %d.%d. Name a newer one: make PYTHON=python3.12 (install it from python.org or your package manager; with uv: uv python install 3.12, then make PYTHON=\"$$(uv python find 3.12)\")" % (sys.argv[1], sys.executable, v[0], v[1]))
+check-python:  ## is PYTHON (default python3) new enough for ragd? (make setup asks first)
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "$(NO_PYTHON)" >&2; exit 1; }
+	@$(PYTHON) -c '$(PYTHON_OK)' $(PYTHON_MIN)
 
 # torch first, CPU-only. PyPI's Linux torch is the CUDA build (gigabytes of nvidia-* and
 # triton). PyTorch's CPU index serves torch 2.13.0+cpu, which pip prefers over the plain
@@ -27,7 +39,9 @@ TORCH := "torch==2.13.0; sys_platform != 'darwin' or platform_machine != 'x86_64
 	"torch==2.2.2; sys_platform == 'darwin' and platform_machine == 'x86_64' and python_version < '3.13'"
 PROBE_INDEX := import sys, urllib.request as u; u.urlopen(u.Request(sys.argv[1] + "/torch/", method="HEAD"), timeout=5); print("--extra-index-url", sys.argv[1])
 $(VENV)/.installed: pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
+	@test -x $(PY) || command -v $(PYTHON) >/dev/null 2>&1 || { echo "$(NO_PYTHON)" >&2; exit 1; }
+	test -x $(PY) || { $(PYTHON) -c '$(PYTHON_OK)' $(PYTHON_MIN) && $(PYTHON) -m venv $(VENV); }
+	@$(PY) -c '$(PYTHON_OK)' $(PYTHON_MIN) || { echo "($(VENV) was made with that Python: remove it, then make setup PYTHON=...)" >&2; exit 1; }
 	index=$$($(if $(TORCH_INDEX),$(PY) -c '$(PROBE_INDEX)' "$(TORCH_INDEX)" 2>/dev/null)) || \
 	  echo "note: $(TORCH_INDEX) not reachable: torch comes from your default index"; \
 	  $(PIP) $$index $(TORCH)

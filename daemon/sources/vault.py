@@ -8,6 +8,7 @@ the ``Document``.
 from __future__ import annotations
 
 import codecs
+import json
 import logging
 import math
 import os
@@ -178,13 +179,37 @@ def _frontmatter(text: str) -> tuple[dict[Any, Any], int, str | None]:
     except _TooComplex:
         return {}, closed.end(), "frontmatter_too_large"
     except _YAML_ERRORS as exc:
-        log.debug("bad frontmatter: %s", exc)
-        return {}, closed.end(), "bad_frontmatter"
+        loaded = _template_properties(block)
+        if loaded is None:
+            log.debug("bad frontmatter: %s", exc)
+            return {}, closed.end(), "bad_frontmatter"
     if loaded is None:
         return {}, closed.end(), None
     if not isinstance(loaded, dict):
         return {}, closed.end(), "bad_frontmatter"
     return loaded, closed.end(), None
+
+
+# A template's placeholder as a whole value: `created: {{date}}`, `- {{title}}` (Obsidian's
+# core Templates and Templater fill them in when the template is used).
+_PLACEHOLDER = re.compile(r"^(\s*(?:-\s+|[^\s:#][^:#\n]*:\s+))(\{\{[^\n]*\}\}|<%[^\n]*%>)\s*$",
+                          re.MULTILINE)
+
+
+def _template_properties(block: str) -> dict[Any, Any] | None:
+    """The properties of a template note, whose placeholders are not YAML (`{{date}}` reads
+    as a flow mapping): each placeholder kept as the text it is. None when the block holds
+    none, or is still not a mapping (a real error: the note keeps its warning)."""
+    if "{{" not in block and "<%" not in block:
+        return None
+    quoted = _PLACEHOLDER.sub(lambda m: m.group(1) + json.dumps(m.group(2)), block)
+    if quoted == block:
+        return None
+    try:
+        loaded = load_yaml(quoted)
+    except (_TooComplex, *_YAML_ERRORS):
+        return None
+    return loaded if isinstance(loaded, dict) else None
 
 
 class _TooComplex(Exception):

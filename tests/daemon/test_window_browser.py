@@ -172,3 +172,38 @@ def test_a_folder_added_in_the_page_indexes_with_a_moving_progress_bar_and_is_fo
     deadline = time.monotonic() + 120  # leave the daemon idle for the next module
     while window.daemon.call("status")["indexing"]["active"] and time.monotonic() < deadline:
         time.sleep(0.5)
+
+
+def test_the_keyboard_alone_and_200_percent_zoom(browser: Any, window: Window) -> None:
+    """Keys: `/` to the box, arrows through the results, Alt+2 to the status view; at 200 %
+    zoom (a 1280-pixel window shows 640 CSS pixels) no view scrolls sideways."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    _open(browser, window, "search")
+    browser.find_element("css selector", "body").click()
+    ActionChains(browser).send_keys("/").perform()
+    box = _css(browser, "#q")[0]
+    _wait(browser, "the box focused by /", lambda d: d.switch_to.active_element == box)
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys("weekly review")
+    _wait(browser, "results", lambda d: _texts(d, "#results li.result .title"))
+    ActionChains(browser).send_keys(Keys.ARROW_DOWN, Keys.ARROW_DOWN).perform()
+    _wait(browser, "the second result selected",
+          lambda d: _css(d, '#results li.result[data-index="1"][aria-selected="true"]'))
+    ActionChains(browser).key_down(Keys.ALT).send_keys("2").key_up(Keys.ALT).perform()
+    _wait(browser, "the status view by Alt+2", lambda d: _css(d, "#status-view:not([hidden])"))
+
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": 640, "height": 450, "deviceScaleFactor": 2, "mobile": False})
+    try:
+        for view in ("search", "status", "skipped", "sources"):
+            _open(browser, window, view)
+            time.sleep(0.3)  # its first answer is drawn
+            wide = browser.execute_script(
+                "return [document.documentElement.scrollWidth, "
+                "document.documentElement.clientWidth]")
+            assert wide[0] <= wide[1] + 1, f"the {view} view scrolls sideways at 200 %: {wide}"
+            _shot(browser, f"{view}-200")
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from bench.calibre import calibredb
+from bench.common import CORPUS
 from ragd.daemon.concepts import categories as cats
 from ragd.daemon.concepts import extract, languages
 from ragd.daemon.concepts.analysis import (
@@ -58,7 +59,7 @@ from ragd.daemon.ipc.client import Client
 from ragd.daemon.ipc.discovery import find_daemon
 from ragd.daemon.settings.paths import resolve_paths
 
-BOOKS = Path("/work/shared/corpus/books")
+BOOKS = CORPUS / "books"
 OUT = Path(__file__).parent / "results" / "concepts.json"
 SHUFFLES = 2000
 

@@ -36,9 +36,9 @@ from mcp.client.stdio import stdio_client
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.common import bar_plots, write_json  # noqa: E402
+from bench.common import CORPUS, bar_plots, write_json  # noqa: E402
 
-DEFAULT_VAULT = REPO.parent / "shared" / "corpus" / "vault" / "kepano-obsidian"
+DEFAULT_VAULT = CORPUS / "vault" / "kepano-obsidian"
 BRIDGE = Path(sys.executable).parent / "ragd-mcp"
 
 LOWLEVEL_MIN = """

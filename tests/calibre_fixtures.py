@@ -16,13 +16,14 @@ from html import escape
 from pathlib import Path
 
 import pytest
+import shared_data
 
 CALIBREDB = shutil.which("calibredb")
 needs_calibre = pytest.mark.skipif(CALIBREDB is None,
                                    reason="Calibre's calibredb is not installed "
                                           "(apt-get install calibre)")
 BUSY = "Another calibre program"
-BOOKS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "books"
+BOOKS = shared_data.CORPUS / "books"
 
 
 def epub_bytes(title: str, author: str, chapters: list[tuple[str, str]], *,

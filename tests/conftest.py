@@ -7,9 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-CORPUS = Path(os.environ.get("RAGD_CORPUS", REPO.parent / "shared" / "corpus"))
+from shared_data import CORPUS, REFERENCE, REPO  # noqa: F401  (RAGD_CORPUS, RAGD_REFERENCE)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import mistune
 import pytest
+import shared_data
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +26,7 @@ from ragd.daemon.text.chunking import (
 from ragd.daemon.text.headings import find_headings
 from ragd.daemon.text.reading import hidden, reading
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "vault" / "obsidian-help-en"
+CORPUS = shared_data.CORPUS / "vault" / "obsidian-help-en"
 
 
 def fake_word_counter(texts: Sequence[str]) -> list[int]:

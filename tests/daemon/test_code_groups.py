@@ -15,6 +15,7 @@ from typing import Any
 
 import daemon_proc
 import pytest
+import shared_data
 from code_fixtures import build_repo, commit_all, git
 from daemon_proc import DaemonProc, wait_for
 
@@ -155,7 +156,7 @@ def test_rag_index_adds_a_repository_to_the_group(env: Env) -> None:
 # -- reference 002's tools through the real MCP client (the same daemon) ---------------------
 
 BRIDGE = Path(sys.executable).parent / "ragd-mcp"
-REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"
+REFERENCE = shared_data.REFERENCE
 
 
 def reference_tools() -> dict[str, dict[str, tuple[str, bool, Any]]]:

@@ -15,6 +15,7 @@ import anyio
 import daemon_proc
 import mcp.types as types
 import pytest
+import shared_data
 from concept_fixtures import book_text, topic_text, write_epub, write_library
 from daemon_proc import DaemonProc, wait_for
 from mcp import ClientSession, StdioServerParameters
@@ -24,7 +25,7 @@ from ragd.daemon.settings.paths import resolve_paths
 
 pytestmark = pytest.mark.slow
 BRIDGE = Path(sys.executable).parent / "ragd-mcp"
-REFERENCE = sorted((Path(__file__).resolve().parents[3] / "shared" / "reference").glob("003_*"))
+REFERENCE = sorted(shared_data.REFERENCE.glob("003_*"))
 BOOKS = 20  # generated books analysed while a note is saved (issue 26)
 TOOLS = ("catalog_search", "broad_chunks_search", "chunks_search", "concept_search",
          "extract_concepts", "source_concepts", "concept_sources", "category_search",

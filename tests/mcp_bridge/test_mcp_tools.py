@@ -10,6 +10,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+import shared_data
 
 from ragd.daemon.errors import InvalidArgument
 from ragd.mcp_bridge import tools
@@ -35,7 +36,7 @@ from ragd.mcp_bridge.tools import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-REFERENCE_DIR = REPO.parent / "shared" / "reference"
+REFERENCE_DIR = shared_data.REFERENCE
 
 # The reference's parameter tables, as (name, type, default); "required" has no default.
 REFERENCE: dict[str, list[tuple[str, str, str]]] = {

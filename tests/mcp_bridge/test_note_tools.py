@@ -24,6 +24,7 @@ import anyio
 import daemon_proc
 import mcp.types as types
 import pytest
+import shared_data
 from daemon_proc import DaemonProc
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -35,7 +36,7 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(sys.platform == "win32", reason="symbolic links")]
 
 BRIDGE = Path(sys.executable).parent / "ragd-mcp"
-REFERENCES = Path(__file__).resolve().parents[3] / "shared" / "reference"
+REFERENCES = shared_data.REFERENCE
 ALL_TOOLSETS = "search,index,notes,omni,vault"
 EXTRA_PARAMS = {"vault", "if_match"}  # what ragd adds to a reference's parameters
 

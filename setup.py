@@ -3,8 +3,8 @@
 The project keeps its folders at the top (daemon/, tray/, mcp_bridge/) and installs them under
 one distribution-owned name, ``ragd``: ``ragd.daemon``, ``ragd.tray``, ``ragd.mcp_bridge``. A
 top-level ``daemon`` would overwrite python-daemon, and ``mcp_bridge`` is the mcp-bridge package.
-``package_dir`` maps each folder, and every subpackage is listed from the folders here, so a new
-subpackage needs no edit. ``ragd`` itself is a namespace package (it has no folder of its own).
+``package_dir`` maps each folder, and every subpackage (and folder of package data) is listed
+from the folders here, so a new one needs no edit. ``ragd`` itself is a namespace package (it has no folder of its own).
 
 The autostart templates and the icon install under ``<prefix>/share/ragd/``, where
 ``ragd.tray.autostart`` looks for them outside a source tree.
@@ -12,12 +12,18 @@ The autostart templates and the icon install under ``<prefix>/share/ragd/``, whe
 
 from pathlib import Path
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, find_packages, setup
 
 FOLDERS = ("daemon", "tray", "mcp_bridge")
 
 packages = [f"ragd.{name}" for folder in FOLDERS
             for name in (folder, *(f"{folder}.{sub}" for sub in find_packages(folder)))]
+# Folders of data inside the packages (the sample vault, the shipped graph, the window's
+# page) are listed too, as namespace packages: left out, setuptools warns that it would
+# ignore them, and a later setuptools would.
+packages += [f"ragd.{folder}.{sub}" for folder in FOLDERS
+             for sub in find_namespace_packages(folder, exclude=["*__pycache__*"])
+             if f"ragd.{folder}.{sub}" not in packages]
 shared = [(f"share/ragd/{folder}", sorted(str(p) for p in Path("packaging", folder).iterdir()
                                          if p.is_file()))
           for folder in ("autostart", "icons", "mcp")]

@@ -126,8 +126,8 @@ def in_browser(url: str, base: str, queries: list[str], runs: int) -> dict[str, 
     try:
         driver.get(url)
         loads = []
-        for _ in range(runs):
-            driver.get(base + "/#/search")
+        for n in range(runs):
+            driver.get(f"{base}/?load={n}#/search")  # a new document each time
             loads.append(driver.execute_script(
                 "const n = performance.getEntriesByType('navigation')[0];"
                 "return n.loadEventEnd > 0 ? n.loadEventEnd - n.startTime : null;"))

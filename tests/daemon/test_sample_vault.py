@@ -176,3 +176,22 @@ def test_the_ready_line_says_the_sample_is_served() -> None:
             "phase": None, "log": "/l", "sample_vault": "/home/a/Documents/ragd-sample-vault"}
     assert "serving the sample vault at /home/a/Documents/ragd-sample-vault" in ready_line(info)
     assert "sample" not in ready_line({**info, "sample_vault": None})
+
+
+def test_the_sample_vault_says_what_the_code_does() -> None:
+    """The notes a newcomer reads first match the code (issue 40): the tools a client gets by
+    default, the default fusion, and an install that does not claim a published package."""
+    import re
+
+    from ragd.daemon.settings.config import McpConfig, SearchConfig
+    from ragd.mcp_bridge.server import choose_tools, offered_toolsets
+
+    connect = (PACKAGED / "Getting started" / "Connect an AI client.md").read_text("utf-8")
+    named = set(re.findall(r"`(rag_\w+)`", connect))
+    defaults = McpConfig()
+    assert named == {t.name for t in choose_tools(offered_toolsets(defaults), defaults)}
+    assert SearchConfig().fusion == "zscore"
+    search = (PACKAGED / "Search" / "How search works.md").read_text("utf-8")
+    assert "z-score" in search and "reciprocal rank" not in search.lower()
+    install = (PACKAGED / "Getting started" / "Install.md").read_text("utf-8")
+    assert "make wheel" in install and "not on PyPI" in install

@@ -14,7 +14,7 @@ from document_fixtures import pdf_bytes
 from mail_fixtures import deliver, maildir, mark_seen, mbox_bytes, message
 
 from ragd.daemon.errors import Interrupted
-from ragd.daemon.indexer import pipeline
+from ragd.daemon.indexer import container_sync, pipeline
 from ragd.daemon.runtime.app import App
 from ragd.daemon.search.engine import SearchRequest
 from ragd.daemon.search.filters import Filters
@@ -217,7 +217,7 @@ def test_interrupted_pass_resumes(mailroot: Path, real_embedder: Any,
     embeds nothing twice, and ends with every message indexed once."""
     from ragd.daemon.sources import mailkind
 
-    monkeypatch.setattr(pipeline, "GROUP_SOURCES", 2)
+    monkeypatch.setattr(container_sync, "GROUP_SOURCES", 2)
     words = ["heron", "ibis", "jacana", "kestrel", "lapwing", "merlin", "nightjar"]
     box = mailroot / "Birds.mbox"
     box.write_bytes(mbox_bytes(

@@ -194,12 +194,12 @@ def test_a_small_jobs_own_chunks_reach_the_keyword_index_before_older_ones(
     """A big document's keyword projection costs seconds: a bulk job replays it in slices and
     gives way between them; a saved note's chunks then go into the keyword index first, and
     the older ones follow when the small job ends (issue 28 row 8)."""
-    from ragd.daemon.indexer import pipeline
+    from ragd.daemon.indexer import catchup
 
     ix, _, cat = indexer
     ix.background = True
     keyword = ix.stores[1]
-    monkeypatch.setattr(pipeline, "REPLAY_SLICE", 4)
+    monkeypatch.setattr(catchup, "REPLAY_SLICE", 4)
     bulk_root = tmp_path / "bulk"
     _folder(bulk_root, 30)
     bulk = cat.ensure_collection("bulk", type="project", kind="folder", root=str(bulk_root))

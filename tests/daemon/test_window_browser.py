@@ -127,7 +127,7 @@ def test_a_folder_added_in_the_page_indexes_with_a_moving_progress_bar_and_is_fo
         browser: Any, window: Window, tmp_path: Path) -> None:
     project = tmp_path / "field-notes"
     project.mkdir()
-    for n in range(150):  # enough that its vectors take seconds: the bar is seen moving
+    for n in range(250):  # enough that its vectors take seconds: the bar is seen moving
         (project / f"note {n:03}.md").write_text(
             f"# Field note {n}\n\n" + " ".join(f"observation {n} of the wombatfield survey, "
                                                  f"plot {k}." for k in range(40)) + "\n",

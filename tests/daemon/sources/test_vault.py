@@ -410,14 +410,16 @@ def test_bad_yaml_frontmatter_warns_strips_the_block_and_indexes_the_rest(frontm
     assert note.metadata["wikilinks"] == ["Link"]
 
 
-def test_a_templates_placeholders_are_kept_as_text_without_a_warning() -> None:
+def test_a_templates_placeholders_are_no_fault() -> None:
     """Obsidian's templates hold `created: {{date}}`, which is not YAML (a flow mapping):
-    kepano's vault printed 28 bad_frontmatter warnings on its first index (issue 40)."""
-    note = doc("---\ncreated: {{date}}\ntags:\n  - {{title}}\nstep: <% tp.file.title %>\n"
-               "kind: meeting\n---\n# Meeting\n", "Templates/Meeting.md")
-    assert note.warnings == ()
-    assert note.metadata["frontmatter"] == {"created": "{{date}}", "tags": ["{{title}}"],
-                                            "step": "<% tp.file.title %>", "kind": "meeting"}
+    kepano's vault printed 28 bad_frontmatter warnings on its first index (issue 40). A
+    template is indexed by its text, without a warning and without its placeholder
+    properties (decision 0054)."""
+    raw = ("---\ncreated: {{date}}\ntags:\n  - {{title}}\nstep: <% tp.file.title %>\n"
+           "kind: meeting\n---\n# Meeting\n")
+    note = doc(raw, "Templates/Meeting.md")
+    assert note.warnings == () and note.metadata["frontmatter"] == {}
+    assert note.text == "# Meeting\n" and raw[note.body_offset:] == note.text
     broken = doc("---\ncreated: {{date}}\nother: [unclosed\n---\nBody\n")
     assert broken.warnings == ("bad_frontmatter",)  # a real error stays one
 

@@ -71,8 +71,8 @@ def build_app(call: RunOnDaemon, d: Daemon, token: str, port: int) -> Any:
         run = METHODS.get(method)
         if run is None:
             return _error(NotFound(f"no method {method!r}", "see docs/web.md"), 404)
-        raw = await request.body()
-        if len(raw) > MAX_BODY:
+        raw = await _bounded_body(request)
+        if raw is None:  # refused before it is held, whatever Content-Length says
             return _error(InvalidArgument("body", f"is larger than {MAX_BODY:,} bytes"), 413)
         try:
             params = json.loads(raw or b"{}")
@@ -137,6 +137,19 @@ def build_app(call: RunOnDaemon, d: Daemon, token: str, port: int) -> Any:
 
 _SECURITY = [(k.lower().encode(), v.encode()) for k, v in guard.HEADERS.items()]
 _SECURITY_KEYS = {k for k, _ in _SECURITY}
+
+
+async def _bounded_body(request: Any) -> bytes | None:
+    """The request's body, read in pieces up to ``MAX_BODY``; None past it."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+        return None
+    body = bytearray()
+    async for piece in request.stream():
+        body += piece
+        if len(body) > MAX_BODY:
+            return None
+    return bytes(body)
 
 
 def _error(exc: RagdError, status: int) -> Any:

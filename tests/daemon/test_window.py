@@ -127,6 +127,13 @@ def test_search_answers_with_snippets_and_the_links_to_open(window: Window) -> N
     bad = window.session().post(window.base + "/api/search", json={"query": 3},
                                 headers={"Origin": window.base})
     assert bad.status_code == 400 and bad.json()["error"]["message"]
+    huge = window.session().post(window.base + "/api/search", headers={"Origin": window.base},
+                                 content=b'{"query": "' + b"x" * (2 << 20) + b'"}')
+    assert huge.status_code == 413  # refused as it is read, never held whole
+    chunked = window.session().post(window.base + "/api/search",
+                                    headers={"Origin": window.base},
+                                    content=iter([b'{"query": "', b"y" * (2 << 20), b'"}']))
+    assert chunked.status_code == 413  # no Content-Length: counted while read
 
 
 def test_skipped_files_show_code_reason_and_hint_and_retry(window: Window) -> None:

@@ -4,10 +4,13 @@ The project keeps its folders at the top (daemon/, tray/, mcp_bridge/) and insta
 one distribution-owned name, ``ragd``: ``ragd.daemon``, ``ragd.tray``, ``ragd.mcp_bridge``. A
 top-level ``daemon`` would overwrite python-daemon, and ``mcp_bridge`` is the mcp-bridge package.
 ``package_dir`` maps each folder, and every subpackage (and folder of package data) is listed
-from the folders here, so a new one needs no edit. ``ragd`` itself is a namespace package (it has no folder of its own).
+from the folders here, so a new one needs no edit. ``ragd`` itself is packaging/ragd/, one
+``__init__.py``: with a file of its own, ``pip uninstall`` removes its folder whole.
 
 The autostart templates and the icon install under ``<prefix>/share/ragd/``, where
-``ragd.tray.autostart`` looks for them outside a source tree.
+``ragd.tray.autostart`` looks for them outside a source tree; its README.txt, a file of the
+folder itself, makes uninstall remove the folder too (pip removes a folder only where a file
+it installed sits directly in it).
 """
 
 from pathlib import Path
@@ -16,7 +19,7 @@ from setuptools import find_namespace_packages, find_packages, setup
 
 FOLDERS = ("daemon", "tray", "mcp_bridge")
 
-packages = [f"ragd.{name}" for folder in FOLDERS
+packages = ["ragd"] + [f"ragd.{name}" for folder in FOLDERS
             for name in (folder, *(f"{folder}.{sub}" for sub in find_packages(folder)))]
 # Folders of data inside the packages (the sample vault, the shipped graph, the window's
 # page) are listed too, as namespace packages: left out, setuptools warns that it would
@@ -27,5 +30,7 @@ packages += [f"ragd.{folder}.{sub}" for folder in FOLDERS
 shared = [(f"share/ragd/{folder}", sorted(str(p) for p in Path("packaging", folder).iterdir()
                                          if p.is_file()))
           for folder in ("autostart", "icons", "mcp")]
-setup(packages=packages, package_dir={f"ragd.{folder}": folder for folder in FOLDERS},
+shared.append(("share/ragd", ["packaging/share/README.txt"]))
+setup(packages=packages,
+      package_dir={"ragd": "packaging/ragd", **{f"ragd.{folder}": folder for folder in FOLDERS}},
       data_files=shared)

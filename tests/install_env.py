@@ -83,7 +83,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if packaged(DEFAULT_MODEL) is None:
         run([sys.executable, "-m", "ragd.daemon.embed.model_pack", "build"])
     out = tmp_path_factory.mktemp("dist")
-    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-         "--wheel-dir", out, REPO], cwd=REPO)
+    # Verbose, so that setuptools' own warnings are kept (build.log, read by test_wheel.py).
+    done = run([sys.executable, "-m", "pip", "wheel", "--verbose", "--no-deps",
+                "--wheel-dir", out, REPO], cwd=REPO)
+    (out / "build.log").write_text(done.stdout + done.stderr, encoding="utf-8")
     (built,) = out.glob("ragd-*.whl")
     return built

@@ -187,6 +187,14 @@ for name, emb in (("onnx", OnnxEmbedder("m", pack, "onnx")),
         assert cos.min() >= MIN_COSINE[variant] and cos.mean() >= MIN_MEAN_COSINE[variant]
 
 
+def test_the_wheel_builds_without_setuptools_warnings(wheel: Path) -> None:
+    # setuptools' warnings ("Package would be ignored", deprecations) are capitalised;
+    # distutils' "warning: byte-compiling is disabled" under PEP 517 is not one of them.
+    log = (wheel.parent / "build.log").read_text(encoding="utf-8").splitlines()
+    assert any("Successfully built ragd" in line or "Created wheel" in line for line in log)
+    assert [line for line in log if "Warning" in line or "would be ignored" in line] == []
+
+
 def test_mcp_config_writes_this_installs_absolute_command(lean: Lean) -> None:
     run([lean.bin("ragd"), "mcp-config", "claude-desktop", "--install"], env=lean.env)
     (written,) = (lean.home / ".config" / "Claude").glob("claude_desktop_config.json")
@@ -202,6 +210,10 @@ def test_uninstalling_ragd_leaves_the_others_working(lean: Lean, tmp_path: Path)
     marker = tmp_path / "detached"
     run([lean.python, "-c", DETACH, marker], env=lean.env)
     wait_for(marker.exists, 30, "python-daemon's detached process after ragd left")
-    # pip leaves the namespace folder `ragd/` empty; no file of ragd stays behind.
-    assert [p for p in (lean.venv / "lib").glob("python*/site-packages/ragd/**/*")
-            if p.is_file()] == []
+    # Nothing of ragd stays behind: not its package folder (an empty one would still import),
+    # not its shared files.
+    assert list((lean.venv / "lib").glob("python*/site-packages/ragd")) == []
+    assert not (lean.venv / "share" / "ragd").exists()
+    gone = subprocess.run([lean.python, "-I", "-c", "import ragd"], env=lean.env, cwd=lean.home,
+                          capture_output=True, text=True, check=False)
+    assert "No module named 'ragd'" in gone.stderr

@@ -238,3 +238,30 @@ def amplifying_epub(chapter_chars: int, repeats: int, *, varied: bool = False) -
         z.writestr("c.xhtml", f"""<?xml version="1.0" encoding="UTF-8"?>
 <html xmlns="http://www.w3.org/1999/xhtml"><body><h1>Echo</h1>{para}</body></html>""")
     return buf.getvalue()
+
+
+# A chapter of a Kindle book: small enough that a test which indexes it embeds a dozen chunks,
+# not a whole novel (Alice in full took minutes on a busy machine, issue 40).
+MOBI_CHAPTER = ("<html><head><title>Down the Rabbit-Hole</title></head><body>"
+                "<h1>Down the Rabbit-Hole</h1>"
+                "<p>Alice was beginning to get very tired of sitting by her sister on the bank."
+                " Then a White Rabbit with pink eyes ran close by her, and she followed it down"
+                " a large rabbit-hole under the hedge.</p>"
+                "<p>The rabbit-hole went straight on like a tunnel for some way, and then dipped"
+                " suddenly down, so suddenly that Alice had not a moment to think.</p>"
+                "</body></html>")
+
+
+def calibre_mobi(out: Path) -> Path:
+    """A real MOBI of one chapter, written by Calibre's own ebook-convert (~1 s): the title
+    "Alice's Adventures in Wonderland", by Lewis Carroll, holding the words "rabbit-hole"."""
+    import subprocess
+
+    source = out.with_suffix(".html")
+    source.write_text(MOBI_CHAPTER, encoding="utf-8")
+    done = subprocess.run(["ebook-convert", str(source), str(out), "--title",
+                           "Alice's Adventures in Wonderland", "--authors", "Lewis Carroll"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0 and out.is_file(), done.stdout[-2000:] + done.stderr[-2000:]
+    source.unlink()
+    return out

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import corpus_path
 from daemon_proc import DaemonProc, wait_for
+from document_fixtures import calibre_mobi
 from slow_documents import slow_latex
 from vault_fixtures import write_vault
 
@@ -39,11 +39,10 @@ def hits(d: DaemonProc, query: str) -> list[dict[str, Any]]:
                     reason="Calibre's ebook-convert is not installed (apt install calibre)")
 def test_a_mobi_skipped_without_ebook_convert_is_indexed_after_a_restart_with_it(
         ragd_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    book = corpus_path("books", "mobi", "pg-alice_in_wonderland.mobi")
     vault = write_vault(tmp_path / "vault")
     project = tmp_path / "project"
     project.mkdir()
-    shutil.copy(book, project / "alice.mobi")
+    calibre_mobi(project / "alice.mobi")  # one chapter by Calibre: no novel to embed
     empty_bin = tmp_path / "no-calibre"
     empty_bin.mkdir()
     path = os.environ.get("PATH", "")

@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 from conftest import corpus_path
+from document_fixtures import calibre_mobi
 
 from ragd.daemon.convert import books
-from ragd.daemon.convert.converters import ConvertSkip, convert
+from ragd.daemon.convert.converted import ConvertSkip
+from ragd.daemon.convert.converters import convert
 from ragd.daemon.convert.process import ConversionWorker
 from ragd.daemon.models import Skip
 from ragd.daemon.skips import SKIP_CODES, describe
@@ -163,17 +165,15 @@ def test_every_kindle_book_in_a_project_is_indexed_or_skipped_with_a_code(
 
 
 @pytest.mark.slow
-@pytest.mark.corpus
 @needs_ebook_convert
 def test_a_mobi_skipped_without_calibre_is_indexed_once_calibre_is_there(
         app: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragd.daemon.models import Filters
     from ragd.daemon.search.engine import SearchRequest
-    from ragd.daemon.search.filters import Filters
 
     folder = tmp_path / "project"
     folder.mkdir()
-    shutil.copy(corpus_path("books", "mobi", "pg-alice_in_wonderland.mobi"),
-                folder / "alice.mobi")
+    calibre_mobi(folder / "alice.mobi")  # one chapter: the test embeds it, not a novel
     path = os.environ.get("PATH", "")
     empty_bin = tmp_path / "no-calibre"
     empty_bin.mkdir()

@@ -38,7 +38,7 @@ QUERIES = ["how do I link to a heading", "sync between devices", "daily notes te
 
 def chunk_texts(vault: Path, n: int) -> list[str]:
     """``n`` embedded texts of real notes, spread over the vault (long and short alike)."""
-    from ragd.daemon.embed.embedding import DEFAULT_MODEL, resolve_model_path
+    from ragd.daemon.embed.model import DEFAULT_MODEL, resolve_model_path
     from ragd.daemon.text.chunking import chunk_markdown, tokenizer_counter
 
     count = tokenizer_counter(Path(resolve_model_path(DEFAULT_MODEL)) / "tokenizer.json")
@@ -141,7 +141,7 @@ def export_graph(data_dir: Path) -> dict[str, Any]:
 def run(n: int, rounds: int, data_dir: Path) -> dict[str, Any]:
     import numpy as np
 
-    from ragd.daemon.embed.embedding import default_threads
+    from ragd.daemon.embed.model import default_threads
 
     export = export_graph(data_dir)
     texts = chunk_texts(corpus("vault", "obsidian-help-en"), n)

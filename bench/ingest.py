@@ -83,7 +83,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=100)
     args = ap.parse_args()
     vault = args.vault or corpus("vault", "obsidian-help-en")
-    from ragd.daemon.embed.embedding import default_threads
+    from ragd.daemon.embed.model import default_threads
 
     threads = default_threads()
     with tempfile.TemporaryDirectory(prefix="ragd-bench-") as tmp:

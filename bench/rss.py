@@ -41,8 +41,8 @@ def feed_files(root: Path) -> list[Path]:
 
 
 def parse_only(root: Path) -> dict[str, Any]:
-    from ragd.daemon.convert.converters import ConvertSkip
-    from ragd.daemon.sources.feedparse import parse_feed
+    from ragd.daemon.convert.converted import ConvertSkip
+    from ragd.daemon.convert.feedparse import parse_feed
 
     files = feed_files(root)
     entries = 0

@@ -78,3 +78,23 @@ class SourceRecord:
     status: str
     skip_code: str | None = None
     indexed_at: float = 0.0  # when it was last read (for a skip: when it was skipped)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a search is restricted to (``ragd.daemon.search.filters`` builds and translates
+    it; each keyword store applies it to its own fields)."""
+
+    collections: tuple[str, ...] | None = None  # resolved collection names; None = all
+    source_type: str | None = None
+    date_from: int | None = None  # YYYYMMDD, inclusive
+    date_to: int | None = None
+    folder: str | None = None  # relative folder; matches everything below it
+    tags: tuple[str, ...] = ()  # all must match; a parent tag matches nested ones
+    sender: str | None = None  # case-insensitive substring
+    author: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return any((self.collections is not None, self.source_type, self.date_from,
+                    self.date_to, self.folder, self.tags, self.sender, self.author))

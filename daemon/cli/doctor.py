@@ -130,7 +130,8 @@ class _Warnings(logging.Handler):
 def _model_checks(config: Any, paths: Any) -> list[dict[str, Any]]:
     """Load the model as the daemon does (``make_embedder``: the configured backend, its
     fallback included) and embed one text; name the backend that answered."""
-    from ragd.daemon.embed.embedding import REFERENCE_HINT, SENTENCE_TRANSFORMERS, make_embedder
+    from ragd.daemon.embed.embedding import make_embedder
+    from ragd.daemon.embed.model import REFERENCE_HINT, SENTENCE_TRANSFORMERS
 
     model, configured = config.embedding.model, config.embedding.backend
     caught = _Warnings()

@@ -197,7 +197,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         if app.sample_vault is not None and not args.json:
             print(sample_notice(app.sample_vault), file=sys.stderr, flush=True)
         if args.rebuild:
-            from ragd.daemon.stores import index_names
+            from ragd.daemon.stores.projection import index_names
 
             which = index_names(args.rebuild)
             t0 = time.perf_counter()
@@ -293,9 +293,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if _daemon_running():
         answer = _remote_convert_whole(path)
     else:
-        from ragd.daemon.convert.documents import DocumentSettings, convert_file, open_documents
+        from ragd.daemon.convert.documents import DocumentSettings, open_documents
         from ragd.daemon.settings.config import load_config
         from ragd.daemon.settings.paths import resolve_paths
+        from ragd.daemon.sources.on_request import convert_file
 
         paths = resolve_paths()
         paths.ensure()

@@ -28,6 +28,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     """Run the daemon in the foreground (what systemd, launchd, the tray and `start` run)."""
     from ragd.daemon.runtime.service import Daemon, setup_logging
     from ragd.daemon.settings.config import load_config
+    from ragd.daemon.web.server import WebServer
 
     paths = resolve_paths()
     overrides = {"obsidian.vaults": [args.vault]} if getattr(args, "vault", None) else None
@@ -37,7 +38,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     def announce(info: dict[str, Any]) -> None:
         print(ready_line(info), flush=True)
 
-    return Daemon(paths, config, on_ready=announce).run()
+    return Daemon(paths, config, on_ready=announce, window=WebServer).run()
 
 
 def ready_line(info: dict[str, Any]) -> str:

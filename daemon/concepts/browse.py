@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ragd.daemon.concepts.categories import Category
 from ragd.daemon.concepts.extract import normalise, sentences
 from ragd.daemon.concepts.queries import ConceptTable, Library, not_found, validation
+from ragd.daemon.stores.concepts import Category
 
 
 def _doc_brief(d: dict[str, Any], metadata: bool) -> dict[str, Any]:

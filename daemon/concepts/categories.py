@@ -7,26 +7,15 @@ import hashlib
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
+
+from ragd.daemon.stores.concepts import Category  # the store's row: stores sit below concepts
 
 MAX_CATEGORIES = 40
 KEEP_ID_JACCARD = 0.34  # a new cluster sharing this much with an old one keeps its id
 SPLIT_MIN_DOCS = 6  # a category this large is split into narrower ones ...
 SPLIT_MIN_SILHOUETTE = 0.05  # ... when its documents fall apart at least this clearly
-
-
-@dataclass
-class Category:
-    """A cluster of documents: a stable id, a name, aliases, members (source keys)."""
-
-    id: str
-    name: str
-    aliases: list[str]
-    members: list[str]
-    concepts: list[str] = field(default_factory=list)  # distinctive concept keys, best first
-    parent: str | None = None  # the broader category's id (None at the top)
 
 
 def silhouette(vectors: np.ndarray, labels: Sequence[int]) -> float:

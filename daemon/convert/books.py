@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from ragd.daemon.convert.bounds import TRUNCATED, text_budget
-from ragd.daemon.convert.converters import Converted, ConvertSkip, decode, open_zip
+from ragd.daemon.convert.converted import Converted, ConvertSkip, decode, open_zip
 from ragd.daemon.convert.formats import PAGE_HEADING, PdfOcr
 from ragd.daemon.convert.markdown import html_to_markdown, join_blocks, plain_text
 from ragd.daemon.convert.pdf_ocr import PageOcr

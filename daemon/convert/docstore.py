@@ -145,7 +145,8 @@ class DocStore:
                  ) -> dict[str, Any] | Skip:
         if fmt.in_worker:
             return self.converter.convert(ocr.worker_format if ocr else fmt.name, data)
-        from ragd.daemon.convert.converters import ConvertSkip, convert
+        from ragd.daemon.convert.converted import ConvertSkip
+        from ragd.daemon.convert.converters import convert
 
         try:
             out = convert(fmt.name, data)

@@ -60,7 +60,7 @@ IMAGE_SUFFIXES: tuple[str, ...] = tuple(s for s, f in SUFFIXES.items() if f == "
 
 # The page heading the PDF converter writes before each page's text; search reads the page
 # number back from a chunk's heading path (a chunk never spans two headings). A Calibre EPUB's
-# chapters are "# Chapter N" (ragd.daemon.sources.calibrebook): its page_number is the chapter.
+# chapters are "# Chapter N" (ragd.daemon.convert.calibrebook): its page_number is the chapter.
 PAGE_HEADING = "Page {n}"
 _PAGE = re.compile(r"(?:Page|Chapter) (\d{1,6})")
 PAGED_SOURCE_TYPES = frozenset({"pdf", "epub"})

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ragd.daemon.convert.converters import Converted, decode
+from ragd.daemon.convert.converted import Converted, decode
 from ragd.daemon.convert.markdown import md_table, plain_text
 
 _LEVEL = {"part": 1, "chapter": 1, "section": 2, "subsection": 3, "subsubsection": 4,

@@ -11,7 +11,7 @@ import io
 import re
 from typing import Any
 
-from ragd.daemon.convert.converters import Converted, open_zip
+from ragd.daemon.convert.converted import Converted, open_zip
 from ragd.daemon.convert.markdown import join_blocks, md_table, plain_text
 
 _HEADING_STYLE = re.compile(r"Heading (\d)")

@@ -3,7 +3,7 @@
 Worker-process only, and only with ``[documents] ocr_pdfs`` on: a page without a text layer is
 rendered in grey at ``OCR_DPI`` (scaled down past ``MAX_PIXELS``: a page may declare any size)
 and sent to the Tesseract command as a PGM image, the path images take
-(``ragd.daemon.convert.converters.ocr_text``). Bounds, besides the worker's own time and
+(``ragd.daemon.convert.ocr.ocr_text``). Bounds, besides the worker's own time and
 memory limits: at most ``PdfOcr.max_pages`` pages, and no page begun past ``PdfOcr.budget_s``
 (each page's Tesseract run is cut at what is left), so a long scan yields the pages read so
 far instead of a killed worker. The document says what was left out (``ocr_pages_left``,
@@ -17,19 +17,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ragd.daemon.convert.converters import (
-    OCR_MISSING,
-    OCR_TIMEOUT_S,
-    ConvertSkip,
-    ocr_text,
-    tesseract,
-)
+from ragd.daemon.convert.converted import ConvertSkip
 from ragd.daemon.convert.formats import (
     OCR_PAGE_LIMIT,
     OCR_TESSERACT_MISSING,
     OCR_TIME,
     PdfOcr,
 )
+from ragd.daemon.convert.ocr import OCR_MISSING, OCR_TIMEOUT_S, ocr_text, tesseract
 
 OCR_DPI = 200  # Tesseract reads body text well from 200 DPI up (decision 0044's figures)
 MAX_PIXELS = 25_000_000  # a letter page at 200 DPI is 3.7 million

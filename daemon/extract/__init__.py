@@ -11,4 +11,6 @@ and the writer; what comes back is already chunked and bounded.
 - ``worker``: the worker process itself (``python -m ragd.daemon.extract.worker``).
 - ``pool``: the daemon's side: start, feed, time and kill workers; lanes for small work.
 - ``stream``: a container's entries read in a worker, seen by the writer as an entry stream.
+- ``readahead``: the next file or entry read on a thread while the writer commits (the writer's
+  side of ``stream``; the indexer uses it, so it sits here, below the indexer).
 """

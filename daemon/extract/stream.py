@@ -3,7 +3,7 @@
 The worker lists each container's entries (a mailbox's messages, a feed's entries, a commit's
 files, a book) and loads the ones the daemon asks for; a session thread here answers it
 (``wanted``: new or changed) and queues what the writer takes, in order, as
-``ragd.daemon.indexer.readahead.EntryStream`` does for a kind read in the daemon.
+``ragd.daemon.extract.readahead.EntryStream`` does for a kind read in the daemon.
 
 When an item passes its deadline or its worker dies, the item is skipped with its code and
 the stream goes on in a fresh worker: after the entry that failed (an mbox from its offset,
@@ -31,10 +31,10 @@ from ragd.daemon.extract.pool import (
     WorkerProc,
     receive,
 )
+from ragd.daemon.extract.readahead import _DONE, CARRY_MAX, STEP_S, CarryKey, Handover, Item
 from ragd.daemon.extract.work import Loaded
-from ragd.daemon.indexer.readahead import _DONE, CARRY_MAX, STEP_S, CarryKey, Handover, Item
 from ragd.daemon.models import Document, FileState, Skip
-from ragd.daemon.sources.base import Entry
+from ragd.daemon.sources.entry import Entry
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from ragd.daemon.convert.bounds import MAX_TEXT_CHARS, TRUNCATED, cut
 from ragd.daemon.models import ChunkDraft, Document, Skip
-from ragd.daemon.sources.base import Entry, read_source_bytes
+from ragd.daemon.sources.base import read_source_bytes
+from ragd.daemon.sources.entry import Entry
 from ragd.daemon.text.chunking import TokenCounter, chunk_markdown
 from ragd.daemon.text.properties import properties_chunks
 

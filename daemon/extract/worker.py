@@ -229,7 +229,7 @@ def _lower_priority() -> None:
     process cannot raise itself again, so saves have workers of their own (the pool's urgent
     lane)."""
     try:
-        from ragd.daemon.runtime import priority
+        from ragd.daemon import priority
     except ImportError:
         return
     lower = getattr(priority, "lower_this_process", None)

@@ -21,9 +21,9 @@ from ragd.daemon.embed.embedding import Embedder
 from ragd.daemon.indexer.pacing import Pacing
 from ragd.daemon.indexer.report import IndexReport
 from ragd.daemon.indexer.timings import Spans
-from ragd.daemon.stores import IndexStore
 from ragd.daemon.stores.catalog import Catalog
 from ragd.daemon.stores.fulltext import CommitYielded
+from ragd.daemon.stores.projection import IndexStore
 
 # Journal ops per keyword commit when a projection replays a backlog of them: between two,
 # small work that waits goes first. While notes are saved, fewer: what the keyword store can

@@ -24,15 +24,16 @@ from typing import Any
 from ragd.daemon.errors import Interrupted
 from ragd.daemon.extract.kinds import spec_of
 from ragd.daemon.extract.pool import ExtractPool
+from ragd.daemon.extract.readahead import CarryKey, EntryStream, Loader
 from ragd.daemon.extract.stream import RemoteEntryStream
 from ragd.daemon.extract.work import Loaded, load_entry
 from ragd.daemon.indexer.containers import plan_containers
 from ragd.daemon.indexer.documents import Documents, _blind, _Parsed
 from ragd.daemon.indexer.pacing import GROUP_SOURCES
-from ragd.daemon.indexer.readahead import CarryKey, EntryStream, Loader
 from ragd.daemon.indexer.report import IndexReport, Progress
 from ragd.daemon.models import FileState, Skip
-from ragd.daemon.sources.base import ContainerKind, Entry
+from ragd.daemon.sources.base import ContainerKind
+from ragd.daemon.sources.entry import Entry
 from ragd.daemon.sources.files import prefix_fingerprint
 from ragd.daemon.stores import backlog
 from ragd.daemon.stores.catalog import Collection, ContainerRecord, KeyedRecord

@@ -26,6 +26,7 @@ from ragd.daemon.embed.embedding import Embedder
 from ragd.daemon.errors import Interrupted
 from ragd.daemon.extract.kinds import spec_of
 from ragd.daemon.extract.pool import ExtractPool
+from ragd.daemon.extract.readahead import CarryKey, Loader, ReadAhead
 from ragd.daemon.extract.stream import RemoteEntryStream
 from ragd.daemon.extract.work import Loaded, load_file
 from ragd.daemon.indexer.catchup import REPLAY_SLICE, CatchUp
@@ -40,15 +41,15 @@ from ragd.daemon.indexer.pacing import (
     WINDOW_CHUNKS_BACKGROUND,
     Pacing,
 )
-from ragd.daemon.indexer.readahead import CarryKey, Loader, ReadAhead
 from ragd.daemon.indexer.reconcile import Plan, RetryClock, reconcile
 from ragd.daemon.indexer.report import IndexReport, Progress
 from ragd.daemon.indexer.timings import Spans
 from ragd.daemon.models import Document, FileState, Skip
 from ragd.daemon.sources.base import ContainerKind, SourceKind, sha256_file
-from ragd.daemon.stores import IndexStore, backlog
+from ragd.daemon.stores import backlog
 from ragd.daemon.stores.backlog import Counts
 from ragd.daemon.stores.catalog import Catalog, Collection
+from ragd.daemon.stores.projection import IndexStore
 
 __all__ = [
     "EMBED_SLICE", "GROUP_SOURCES", "REPLAY_SLICE", "SMALL_TURN_S", "SMALL_WINDOW_S",

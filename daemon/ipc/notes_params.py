@@ -20,17 +20,13 @@ MIN_CHUNK_ID, MAX_CHUNK_ID = -(2**63), 2**63 - 1  # chunk ids are SQLite integer
 MAX_REPLY_NOTE_CHARS = 2_000_000
 
 
-def build_models(base: Any) -> dict[str, Any]:
-    """The params model of each note method, on the protocol's strict ``base`` model."""
+def build_models(base: Any, Name: Any, Filter: Any, PathText: Any) -> dict[str, Any]:
+    """The params model of each note method, on the protocol's strict ``base`` model and its
+    bounded text types (given, so that this module never imports the protocol)."""
     from typing import Annotated
 
     from pydantic import Field
 
-    from ragd.daemon.ipc.protocol import MAX_FILTER_CHARS, MAX_NAME_CHARS, MAX_PATH_CHARS
-
-    Name = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
-    Filter = Annotated[str, Field(max_length=MAX_FILTER_CHARS)]
-    PathText = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
     Body = Annotated[str, Field(max_length=MAX_NOTE_CHARS)]
     Etag = Annotated[str, Field(max_length=128)]
 

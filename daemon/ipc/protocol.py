@@ -459,7 +459,7 @@ def _build_models() -> dict[str, Any]:
     return {"search": SearchParams, "index": IndexParams,
             "collection_info": CollectionInfoParams, "hello": HelloParams,
             "skipped": SkippedParams, "convert": ConvertParams,
-            "doc_store_info": DocStoreInfoParams, **note_models(_Params)}
+            "doc_store_info": DocStoreInfoParams, **note_models(_Params, Name, Filter, PathText)}
 
 
 def param_model(method: str) -> Any:

@@ -23,11 +23,11 @@ from ragd.daemon.sources.vault import (
     _frontmatter_tags,
     _inline_tags,
     _mask_code,
-    decode_text,
     parse_note,
 )
 from ragd.daemon.stores import links
 from ragd.daemon.stores.catalog import Collection
+from ragd.daemon.text.decoding import decode_text
 from ragd.daemon.text.headings import find_headings
 
 MAX_NOTE_BYTES = 20 * 1024 * 1024  # what a note read loads at most (a note, not a video)

@@ -36,7 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from ragd.daemon.search.filters import Filters, to_sql
+from ragd.daemon.models import Filters
+from ragd.daemon.search.filters import to_sql
 from ragd.daemon.stores import links
 from ragd.daemon.stores.catalog import Collection
 

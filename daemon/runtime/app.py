@@ -206,7 +206,7 @@ class App:
                 log.warning("[calibre] libraries: %s holds no %s; skipped", root, METADATA_DB)
                 continue
             name = "calibre" if n == 0 else f"calibre-{_slug(root.name)}"
-            out.append(self._ensure_system(
+            out.append(self.ensure_system(
                 name, configured, root, kind="calibre",
                 description=f"{SYSTEM_DESCRIPTIONS['calibre']}: {root}"))
         return out
@@ -227,8 +227,8 @@ class App:
             name = "email" if n == 0 else f"email-{_slug(path.name)}"
             desc = f"{SYSTEM_DESCRIPTIONS['email']}: {path}"
             if path.is_dir():
-                out.append(self._ensure_system(name, configured, path, kind="mail",
-                                               description=desc))
+                out.append(self.ensure_system(name, configured, path, kind="mail",
+                                              description=desc))
             else:  # one file, read alone from its folder
                 out.append(self.catalog.ensure_collection(
                     name, type="system", kind="mail", root=str(path.parent), description=desc))
@@ -251,12 +251,12 @@ class App:
         for n, root in enumerate(roots or discover_vaults()):
             name = "obsidian" if n == 0 else f"obsidian-{_slug(root.name)}"
             desc = SYSTEM_DESCRIPTIONS["obsidian"] + f": {root.name}"
-            out.append(self._ensure_system(name, root, root.resolve(), kind="vault",
-                                           description=desc))
+            out.append(self.ensure_system(name, root, root.resolve(), kind="vault",
+                                          description=desc))
         return out
 
-    def _ensure_system(self, name: str, configured: Path, resolved: Path, *, kind: str,
-                       description: str) -> Collection:
+    def ensure_system(self, name: str, configured: Path, resolved: Path, *, kind: str,
+                      description: str) -> Collection:
         """Register a configured folder. Its setting is the user's hand, so its target is
         taken as it resolves, except when the setting is the one registered before and
         resolves elsewhere now (a link swapped in, a folder replaced by a link): then the

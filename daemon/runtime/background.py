@@ -32,7 +32,7 @@ class BackgroundThread:
 
     def _main(self) -> None:
         if self._lowered:
-            from ragd.daemon.runtime.priority import lower_this_thread
+            from ragd.daemon.priority import lower_this_thread
 
             lower_this_thread()
         self._run()

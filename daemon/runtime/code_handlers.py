@@ -10,15 +10,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ragd.daemon.errors import RagdError
+from ragd.daemon.runtime.surface import Handler, Service
 from ragd.daemon.text.symbols import normalise_language
 
 if TYPE_CHECKING:
     from ragd.daemon.ipc.server import Connection
-    from ragd.daemon.runtime.service import Daemon
 
 INVALID = "Invalid input"
 NOT_READY = "Search index not initialized"
@@ -89,8 +89,8 @@ def _code_groups(app: Any) -> list[str]:
 
 def _hits(app: Any, query: str, top_k: int) -> list[dict[str, Any]]:
     """Hybrid search over every code group, over-fetched for the filters applied after."""
+    from ragd.daemon.models import Filters
     from ragd.daemon.search.engine import SearchRequest
-    from ragd.daemon.search.filters import Filters
 
     if not _code_groups(app):
         raise Refused(NOT_READY, "no code group is indexed: add one under [code] groups in "
@@ -355,8 +355,8 @@ def backlog(app: Any, d: Any, p: dict[str, Any]) -> dict[str, Any]:
 
 
 def _handler(fn: Callable[..., dict[str, Any]], with_daemon: bool = False
-             ) -> Callable[[Daemon, dict[str, Any], Connection], Awaitable[Any]]:
-    async def handle(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+             ) -> Handler:
+    async def handle(d: Service, params: dict[str, Any], conn: Connection) -> Any:
         app = await d._ready()
 
         def run() -> dict[str, Any]:

@@ -21,7 +21,7 @@ from ragd.daemon.sources.code import COMMITS, CodeKind, repo_aliases
 from ragd.daemon.stores.catalog import Collection
 
 if TYPE_CHECKING:
-    from ragd.daemon.runtime.app import App
+    from ragd.daemon.runtime.surface import Registrar
 
 log = logging.getLogger(__name__)
 
@@ -30,11 +30,11 @@ _SEP = "\x1f"  # in a watch key: group<SEP>alias
 DESCRIPTION = "Code group {name}: symbols and commits of {repos}"
 
 
-def _guarded(app: App) -> tuple[Path, ...]:
+def _guarded(app: Registrar) -> tuple[Path, ...]:
     return (app.paths.data_dir, app.paths.state_dir, app.paths.config_dir)
 
 
-def _checked(app: App, group: str, raw: str) -> str | None:
+def _checked(app: Registrar, group: str, raw: str) -> str | None:
     """A configured repository, resolved and put through the folder policy (None: refused,
     with a warning in the log)."""
     try:
@@ -44,7 +44,7 @@ def _checked(app: App, group: str, raw: str) -> str | None:
         return None
 
 
-def group_repos(app: App, name: str) -> dict[str, str]:
+def group_repos(app: Registrar, name: str) -> dict[str, str]:
     """alias -> folder of every repository of a group, configured ones first."""
     said = [r for r in (_checked(app, name, raw)
                         for raw in app.config.code.groups.get(name, [])) if r]
@@ -53,7 +53,7 @@ def group_repos(app: App, name: str) -> dict[str, str]:
     return repo_aliases(repos)
 
 
-def register_code_groups(app: App) -> list[Collection]:
+def register_code_groups(app: Registrar) -> list[Collection]:
     """Each configured group with at least one repository the policy allows is a collection."""
     out: list[Collection] = []
     for name in app.config.code.groups:
@@ -73,19 +73,19 @@ def register_code_groups(app: App) -> list[Collection]:
     return out
 
 
-def _ensure(app: App, name: str, repos: Mapping[str, str]) -> Collection:
+def _ensure(app: Registrar, name: str, repos: Mapping[str, str]) -> Collection:
     first = next(iter(repos.values()))
     return app.catalog.ensure_collection(
         name, type="code", kind="code", root=first,
         description=DESCRIPTION.format(name=name, repos=", ".join(repos)))
 
 
-def is_code_group(app: App, name: str) -> bool:
+def is_code_group(app: Registrar, name: str) -> bool:
     coll = app.catalog.collection(name)
     return (coll is not None and coll.type == "code") or name in app.config.code.groups
 
 
-def add_repository(app: App, name: str, path: str) -> Collection:
+def add_repository(app: Registrar, name: str, path: str) -> Collection:
     """rag_index(collection=GROUP, path=REPO): the repository joins the group (the folder
     policy was applied by the caller; here it is applied again, resolved)."""
     repo = check_root(path, guarded=_guarded(app))
@@ -99,7 +99,7 @@ def add_repository(app: App, name: str, path: str) -> Collection:
     return _ensure(app, name, group_repos(app, name))
 
 
-def code_kind(app: App, coll: Collection, paths: Sequence[str] | None) -> CodeKind:
+def code_kind(app: Registrar, coll: Collection, paths: Sequence[str] | None) -> CodeKind:
     known = frozenset(r.path for r in app.catalog.container_records(coll.id))
     return CodeKind(group_repos(app, coll.name), app.config.code, known=known, scope=paths)
 
@@ -107,7 +107,7 @@ def code_kind(app: App, coll: Collection, paths: Sequence[str] | None) -> CodeKi
 # -- watching -----------------------------------------------------------------------------------
 
 
-def watch_roots(app: App) -> dict[str, str]:
+def watch_roots(app: Registrar) -> dict[str, str]:
     """group<SEP>alias -> repository folder, for every code group."""
     out: dict[str, str] = {}
     for coll in app.catalog.collections():
@@ -140,7 +140,7 @@ def hints(raw: Mapping[str, set[str]]) -> dict[str, set[str]]:
     return out
 
 
-def start_watcher(app: App, on_hints: Any, exclude: Sequence[str], debounce_ms: int) -> Any:
+def start_watcher(app: Registrar, on_hints: Any, exclude: Sequence[str], debounce_ms: int) -> Any:
     """A watcher of its own over the repositories of every code group (their ``.git`` refs
     included, which the collections' watcher ignores as hidden)."""
     from ragd.daemon.runtime.watch import Watcher

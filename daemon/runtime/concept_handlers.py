@@ -7,17 +7,17 @@ Arguments are checked here against 003's parameters; a failure is answered in 00
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ragd.daemon.concepts import browse
 from ragd.daemon.concepts.analysis import eligible, open_catalog_readonly
 from ragd.daemon.concepts.names import by_name
 from ragd.daemon.concepts.queries import Library, Refusal, validation
+from ragd.daemon.runtime.surface import Handler, Service
 
 if TYPE_CHECKING:
     from ragd.daemon.ipc.server import Connection
-    from ragd.daemon.runtime.service import Daemon
 
 MAX_TEXT = 2000
 
@@ -66,7 +66,7 @@ def catalog_search(lib: Library, fp: str, p: dict[str, Any]) -> dict[str, Any]:
     return lib.catalog_search(_text(p, "text") or "", _bool(p, "debug", False))
 
 
-def broad_chunks_search(lib: Library, fp: str, p: dict[str, Any], d: Daemon
+def broad_chunks_search(lib: Library, fp: str, p: dict[str, Any], d: Service
                         ) -> dict[str, Any]:
     """Candidates from the hybrid index (rag_search's, over-fetched), re-scored by 003's
     weights; only chunks of the analysed documents."""
@@ -100,7 +100,7 @@ def concept_search(lib: Library, fp: str, p: dict[str, Any]) -> dict[str, Any]:
                                  _text(p, "source_filter", False), _bool(p, "debug", False))
 
 
-def extract_concepts(lib: Library, fp: str, p: dict[str, Any], d: Daemon) -> dict[str, Any]:
+def extract_concepts(lib: Library, fp: str, p: dict[str, Any], d: Service) -> dict[str, Any]:
     """003's extract_concepts; a document that is indexed but not analysed yet is answered
     as pending, with no concepts, rather than not found (issue 37)."""
     query = _text(p, "document_query") or ""
@@ -121,7 +121,7 @@ def extract_concepts(lib: Library, fp: str, p: dict[str, Any], d: Daemon) -> dic
             "pending": True, "message": message}
 
 
-def waiting_document(lib: Library, d: Daemon, query: str) -> dict[str, Any] | None:
+def waiting_document(lib: Library, d: Service, query: str) -> dict[str, Any] | None:
     """The document ``query`` names by title or path among those the analysis will read but
     has not (their vectors are still to come, or their turn)."""
     if d.concepts is None:
@@ -159,8 +159,8 @@ def list_concepts_in_category(lib: Library, fp: str, p: dict[str, Any]) -> dict[
 
 
 def _handler(fn: Callable[..., dict[str, Any]], with_daemon: bool = False
-             ) -> Callable[[Daemon, dict[str, Any], Connection], Awaitable[Any]]:
-    async def handle(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+             ) -> Handler:
+    async def handle(d: Service, params: dict[str, Any], conn: Connection) -> Any:
         app = await d._ready()
 
         def run() -> dict[str, Any]:
@@ -187,7 +187,7 @@ def _handler(fn: Callable[..., dict[str, Any]], with_daemon: bool = False
     return handle
 
 
-async def concepts_status(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+async def concepts_status(d: Service, params: dict[str, Any], conn: Connection) -> Any:
     """The concept thread's passes and counts (tests and the bench wait on it)."""
     await d._ready()
     return d.concepts.status() if d.concepts is not None else {"enabled": False}

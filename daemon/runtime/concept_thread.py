@@ -16,14 +16,12 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ragd.daemon.concepts.analysis import Analyser, Settings, open_catalog_readonly
 from ragd.daemon.runtime.background import BackgroundThread
+from ragd.daemon.runtime.surface import Service
 from ragd.daemon.stores.concepts import ConceptStore
-
-if TYPE_CHECKING:
-    from ragd.daemon.runtime.service import Daemon
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +42,7 @@ class Stopping(Exception):
 class ConceptThread(BackgroundThread):
     """Runs :class:`Analyser` passes in the background; ``passes`` counts the finished ones."""
 
-    def __init__(self, d: Daemon, store: ConceptStore, settings: Settings) -> None:
+    def __init__(self, d: Service, store: ConceptStore, settings: Settings) -> None:
         super().__init__("ragd-concepts")
         self.d = d
         self.store = store
@@ -129,7 +127,7 @@ class ConceptThread(BackgroundThread):
             self.passes += 1
 
 
-def start_concepts(d: Daemon) -> ConceptThread | None:
+def start_concepts(d: Service) -> ConceptThread | None:
     """Open the concept store and start the thread (None when ``[concepts] enabled`` is
     false); both are closed with the app."""
     cfg = d.config.concepts

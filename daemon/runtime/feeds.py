@@ -16,7 +16,7 @@ from ragd.daemon.settings.feedreaders import READER_DBS
 from ragd.daemon.stores.catalog import Collection
 
 if TYPE_CHECKING:
-    from ragd.daemon.runtime.app import App
+    from ragd.daemon.runtime.surface import Registrar
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:48].strip("-") or "feeds"
 
 
-def register_rss(app: App) -> list[Collection]:
+def register_rss(app: Registrar) -> list[Collection]:
     """Each path of ``[rss] paths`` as a collection: ``rss``, then ``rss-<name>``."""
     out: list[Collection] = []
     if not app.config.rss.enabled:
@@ -44,7 +44,7 @@ def register_rss(app: App) -> list[Collection]:
         name = "rss" if n == 0 else f"rss-{_slug(label)}"
         desc = f"{DESCRIPTION}: {path}"
         if path.is_dir():
-            out.append(app._ensure_system(name, configured, path, kind="rss", description=desc))
+            out.append(app.ensure_system(name, configured, path, kind="rss", description=desc))
         else:  # one file, read alone from its folder
             out.append(app.catalog.ensure_collection(
                 name, type="system", kind="rss", root=str(path.parent), description=desc))

@@ -19,20 +19,20 @@ import json
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ragd.daemon.errors import InvalidArgument, PathRefused
 from ragd.daemon.ipc.protocol import speaks_for_user
 from ragd.daemon.notes import attachments, listing, reading, steps, suggest, writing
 from ragd.daemon.notes.places import WriteRefused, clean_rel, vault_collection
+from ragd.daemon.runtime.handlers import convert_reach
 from ragd.daemon.runtime.scheduler import EXPLICIT, Job
+from ragd.daemon.runtime.surface import Handler, Service
 
 if TYPE_CHECKING:
     from ragd.daemon.ipc.server import Connection
-    from ragd.daemon.runtime.service import Daemon
 
-Handler = Callable[["Daemon", dict[str, Any], "Connection"], Awaitable[Any]]
 log = logging.getLogger(__name__)
 INDEX_WAIT_S = 600.0  # a write's own path is small work: it runs before any bulk job
 
@@ -40,7 +40,7 @@ INDEX_WAIT_S = 600.0  # a write's own path is small work: it runs before any bul
 def _waits(handler: Handler) -> Handler:
     """``handler`` holds one of the places of the requests that wait for the writer
     (``WriterWaits``), taken before it reads or writes anything."""
-    async def waiting(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+    async def waiting(d: Service, params: dict[str, Any], conn: Connection) -> Any:
         async with d.writer_waits.place(d):
             return await handler(d, params, conn)
 
@@ -48,17 +48,17 @@ def _waits(handler: Handler) -> Handler:
     return waiting
 
 
-def _exclude(d: Daemon) -> tuple[str, ...]:
+def _exclude(d: Service) -> tuple[str, ...]:
     return tuple(d.config.index.exclude)
 
 
-async def _vault(d: Daemon, params: dict[str, Any]) -> tuple[Any, Any]:
+async def _vault(d: Service, params: dict[str, Any]) -> tuple[Any, Any]:
     app = await d._ready()
     coll = await asyncio.to_thread(vault_collection, app.catalog, params.get("vault"))
     return app, coll
 
 
-async def note_read(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+async def note_read(d: Service, params: dict[str, Any], conn: Connection) -> Any:
     """A note (or one section) with its properties, tags, links, backlinks and etag; an
     attachment as its markdown, text or base64 (``ragd.daemon.notes.attachments``)."""
     app, coll = await _vault(d, params)
@@ -74,14 +74,13 @@ async def note_read(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
                                    max_chars=cap)
 
 
-async def _read_attachment(d: Daemon, app: Any, coll: Any, rel: str, conn: Connection,
+async def _read_attachment(d: Service, app: Any, coll: Any, rel: str, conn: Connection,
                            cap: int) -> dict[str, Any]:
     """A document through the doc store (as rag_convert reads it: same reach, same worker),
     anything else inline."""
     if attachments.kind(rel) != "document":
         return await asyncio.to_thread(attachments.read_inline, coll, rel, cap)
-    from ragd.daemon.convert.documents import convert_file
-    from ragd.daemon.runtime.handlers import convert_reach
+    from ragd.daemon.sources.on_request import convert_file
 
     restricted = not speaks_for_user(conn.client)
     reach = await asyncio.to_thread(convert_reach, d, app, restricted)
@@ -103,14 +102,14 @@ async def _read_attachment(d: Daemon, app: Any, coll: Any, rel: str, conn: Conne
     return await asyncio.to_thread(run)
 
 
-async def note_chunks(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+async def note_chunks(d: Service, params: dict[str, Any], conn: Connection) -> Any:
     """A search hit's chunk and its neighbours in the note."""
     app = await d._ready()
     return await asyncio.to_thread(reading.neighbours, app.catalog, params["chunk_id"],
                                    params.get("before", 1), params.get("after", 1))
 
 
-async def note_list(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+async def note_list(d: Service, params: dict[str, Any], conn: Connection) -> Any:
     app, coll = await _vault(d, params)
     folder = params.get("folder")
     if folder:
@@ -122,12 +121,12 @@ async def note_list(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
         limit=params.get("limit", 1000))
 
 
-async def note_folders(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+async def note_folders(d: Service, params: dict[str, Any], conn: Connection) -> Any:
     app, coll = await _vault(d, params)
     return await asyncio.to_thread(listing.folders, app.catalog, coll)
 
 
-async def note_tags(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+async def note_tags(d: Service, params: dict[str, Any], conn: Connection) -> Any:
     """Tags with counts; with ``field``, the distinct values of that frontmatter field."""
     app, coll = await _vault(d, params)
     field = params.get("field")
@@ -145,7 +144,7 @@ async def note_tags(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
     return await asyncio.to_thread(listing.tags, app.catalog, coll)
 
 
-async def note_structure(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+async def note_structure(d: Service, params: dict[str, Any], conn: Connection) -> Any:
     app, coll = await _vault(d, params)
     root = clean_rel(params.get("root_path") or "", "root_path", _exclude(d), allow_root=True)
     if root and not os.path.isdir(os.path.join(coll.root, root)):
@@ -157,7 +156,7 @@ async def note_structure(d: Daemon, params: dict[str, Any], conn: Connection) ->
     return {"vault": coll.name, "root_path": root, "tree": tree}
 
 
-async def note_stats(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+async def note_stats(d: Service, params: dict[str, Any], conn: Connection) -> Any:
     """A vault's counts, with the embedding model and how far its vectors are."""
     app, coll = await _vault(d, params)
 
@@ -170,7 +169,7 @@ async def note_stats(d: Daemon, params: dict[str, Any], conn: Connection) -> Any
     return await asyncio.to_thread(run)
 
 
-def embedding_info(d: Daemon, app: Any, coll: Any) -> dict[str, Any]:
+def embedding_info(d: Service, app: Any, coll: Any) -> dict[str, Any]:
     """The model, where the vectors live and how many chunks still wait for theirs.
     ``semantic_search_available`` says whether every chunk of the vault has its vector: while
     some wait, a semantic search finds those by their words only (issue 37)."""
@@ -195,7 +194,7 @@ def _frontmatter_match(meta: dict[str, Any], wanted: dict[str, Any]) -> bool:
     return True
 
 
-async def note_search(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+async def note_search(d: Service, params: dict[str, Any], conn: Connection) -> Any:
     """Search one vault, with vault-relative paths, token counts and front matter: what the
     omni and vault tools return. ``filters`` on front matter fields are checked on an
     over-fetched result list; ``tags`` filters go to the engine."""
@@ -249,7 +248,7 @@ def _chunk_facts(catalog: Any, ids: list[int]) -> dict[int, dict[str, Any]]:
     return {r[0]: {"tokens": r[1], "path": r[2], "meta": json.loads(r[3])} for r in rows}
 
 
-async def _index(d: Daemon, coll: Any, rels: set[str], conn: Connection) -> None:
+async def _index(d: Service, coll: Any, rels: set[str], conn: Connection) -> None:
     """Queue these paths as an explicit job for the writer and wait until it committed them:
     keyword-searchable now, their vectors follow within the embedding backlog's turn."""
     job = d.queue.put(Job("sync", coll.name, EXPLICIT, paths=set(rels), estimate=len(rels)))
@@ -264,7 +263,7 @@ def _chunks_of(catalog: Any, coll: Any, rel: str) -> int:
     return int(row[0])
 
 
-async def note_index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+async def note_index(d: Service, params: dict[str, Any], conn: Connection) -> Any:
     """Index one note now and say how many chunks it has (omni's index_note)."""
     app, coll = await _vault(d, params)
     rel = await asyncio.to_thread(reading.locate, app.catalog, coll, params["path"], "path",
@@ -274,7 +273,7 @@ async def note_index(d: Daemon, params: dict[str, Any], conn: Connection) -> Any
     return {"vault": coll.name, "path": rel, "success": chunks > 0, "chunks_indexed": chunks}
 
 
-async def note_reindex(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+async def note_reindex(d: Service, params: dict[str, Any], conn: Connection) -> Any:
     """Bring the vault up to date now (vault's reindex): files added, modified, deleted and
     unchanged in this pass."""
     app, coll = await _vault(d, params)
@@ -299,7 +298,7 @@ async def note_reindex(d: Daemon, params: dict[str, Any], conn: Connection) -> A
             "unchanged": rep.unchanged if rep else 0}
 
 
-async def note_embeddings(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+async def note_embeddings(d: Service, params: dict[str, Any], conn: Connection) -> Any:
     """Wait until the vault's chunks all have vectors; ``force`` rebuilds the vector index
     first (from the vectors cached in the catalog: nothing is embedded twice)."""
     app, coll = await _vault(d, params)
@@ -322,7 +321,7 @@ async def note_embeddings(d: Daemon, params: dict[str, Any], conn: Connection) -
     return out
 
 
-async def note_suggest(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+async def note_suggest(d: Service, params: dict[str, Any], conn: Connection) -> Any:
     """Notes this note should link to: see ``ragd.daemon.notes.suggest``."""
     app, coll = await _vault(d, params)
     folder = params.get("folder")
@@ -352,7 +351,7 @@ async def note_suggest(d: Daemon, params: dict[str, Any], conn: Connection) -> A
 
 
 # -- writes -----------------------------------------------------------------------------------
-def writes_enabled(d: Daemon) -> bool:
+def writes_enabled(d: Service) -> bool:
     """``[mcp] writes`` as the config file and the daemon's environment say now (a change
     to the file needs no restart); the settings it started with if the file is unreadable."""
     from ragd.daemon.errors import RagdError
@@ -364,7 +363,7 @@ def writes_enabled(d: Daemon) -> bool:
         return bool(d.config.mcp.writes)
 
 
-async def _writable(d: Daemon, params: dict[str, Any]) -> tuple[Any, Any]:
+async def _writable(d: Service, params: dict[str, Any]) -> tuple[Any, Any]:
     if not await asyncio.to_thread(writes_enabled, d):
         raise WriteRefused("path", "writing to the vault is off",
                            "the user can allow it with `writes = true` under [mcp] in "
@@ -372,7 +371,7 @@ async def _writable(d: Daemon, params: dict[str, Any]) -> tuple[Any, Any]:
     return await _vault(d, params)
 
 
-async def _after_write(d: Daemon, conn: Connection, app: Any, coll: Any,
+async def _after_write(d: Service, conn: Connection, app: Any, coll: Any,
                        done: steps.Written) -> dict[str, Any]:
     """Index what a step wrote (outside its locks) and answer once it is searchable."""
     await _index(d, coll, {done.rel}, conn)
@@ -381,7 +380,7 @@ async def _after_write(d: Daemon, conn: Connection, app: Any, coll: Any,
             "size_bytes": done.size, "chunks_indexed": chunks}
 
 
-async def note_write(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+async def note_write(d: Service, params: dict[str, Any], conn: Connection) -> Any:
     """Create a note or an attachment, or replace one whose etag ``if_match`` gives: one
     step under the path's lock (``ragd.daemon.notes.steps``)."""
     app, coll = await _writable(d, params)
@@ -389,7 +388,7 @@ async def note_write(d: Daemon, params: dict[str, Any], conn: Connection) -> Any
     return await _after_write(d, conn, app, coll, done)
 
 
-async def _change(d: Daemon, params: dict[str, Any], conn: Connection,
+async def _change(d: Service, params: dict[str, Any], conn: Connection,
                   how: Callable[[str, bytes], bytes]) -> dict[str, Any]:
     """Read, check ``if_match``, change and write back an existing note, in one step."""
     app, coll = await _writable(d, params)
@@ -397,26 +396,26 @@ async def _change(d: Daemon, params: dict[str, Any], conn: Connection,
     return await _after_write(d, conn, app, coll, done)
 
 
-async def note_edit(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+async def note_edit(d: Service, params: dict[str, Any], conn: Connection) -> Any:
     """Replace text that occurs exactly once (vault's edit)."""
     answer = await _change(d, params, conn, lambda rel, old: writing.edited(
         rel, old, params["old_text"], params["new_text"]))
     return {**answer, "replacements": 1}
 
 
-async def note_append(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+async def note_append(d: Service, params: dict[str, Any], conn: Connection) -> Any:
     return await _change(d, params, conn, lambda rel, old: writing.appended(
         rel, old, params["content"]))
 
 
-async def note_delete(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+async def note_delete(d: Service, params: dict[str, Any], conn: Connection) -> Any:
     app, coll = await _writable(d, params)
     rel = await asyncio.to_thread(steps.delete, app.catalog, coll, params, _exclude(d))
     await _index(d, coll, {rel}, conn)
     return {"vault": coll.name, "path": rel, "deleted": True}
 
 
-async def note_rename(d: Daemon, params: dict[str, Any], conn: Connection) -> Any:
+async def note_rename(d: Service, params: dict[str, Any], conn: Connection) -> Any:
     """Move a note or an attachment and rewrite the links that resolved to it (see
     ``ragd.daemon.notes.steps``)."""
     app, coll = await _writable(d, params)

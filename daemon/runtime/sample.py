@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ragd.daemon.runtime.app import App
+    from ragd.daemon.runtime.surface import Registrar
     from ragd.daemon.stores.catalog import Collection
 
 log = logging.getLogger(__name__)
@@ -56,17 +56,17 @@ def install(dest: Path) -> Path:
     return dest
 
 
-def is_sample(app: App, coll: Collection | None) -> bool:
+def is_sample(app: Registrar, coll: Collection | None) -> bool:
     """Is ``coll`` the sample vault registered by :func:`register`?"""
     return coll is not None and app.catalog.get_meta(_META) == coll.root
 
 
-def register(app: App, folder: Path | None = None) -> Collection:
+def register(app: Registrar, folder: Path | None = None) -> Collection:
     """Copy the sample (to ``folder``, default :func:`default_folder`) and register it as
     the `obsidian` collection."""
     root = install(folder or default_folder()).resolve()
     log.warning("no vault found: indexing ragd's sample vault at %s", root)
     # As a configured vault: a vault found or named later replaces it like any setting.
-    coll = app._ensure_system("obsidian", root, root, kind="vault", description=DESCRIPTION)
+    coll = app.ensure_system("obsidian", root, root, kind="vault", description=DESCRIPTION)
     app.catalog.set_meta(_META, coll.root)
     return coll

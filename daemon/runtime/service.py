@@ -27,13 +27,15 @@ from ragd.daemon.ipc import discovery
 from ragd.daemon.ipc.protocol import PROTOCOL_VERSION
 from ragd.daemon.ipc.server import Connection, IpcServer
 from ragd.daemon.runtime.embedding import EmbeddingThread
-from ragd.daemon.runtime.handlers import HANDLERS, WriterWaits
+from ragd.daemon.runtime.methods import HANDLERS
 from ragd.daemon.runtime.scheduler import EXPLICIT, HINT, SWEEP, Job, JobQueue
 from ragd.daemon.runtime.stopping import GRACE_S, StopDeadline, force_exit
 from ragd.daemon.runtime.watch import Watcher
+from ragd.daemon.runtime.writer_waits import WriterWaits
 from ragd.daemon.settings.config import Config
 from ragd.daemon.settings.paths import Paths
-from ragd.daemon.stores import backlog, index_names
+from ragd.daemon.stores import backlog
+from ragd.daemon.stores.projection import index_names
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +76,13 @@ def _brief(report: IndexReport) -> dict[str, Any]:
 
 class Daemon:
     def __init__(self, paths: Paths, config: Config, *,
-                 on_ready: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 on_ready: Callable[[dict[str, Any]], None] | None = None,
+                 window: Callable[[Daemon, asyncio.AbstractEventLoop], Any] | None = None
+                 ) -> None:
         """``on_ready`` is called once, from the writer thread, when start-up is over (with
-        :meth:`ready_info`): the foreground CLI prints its "ready" line from it."""
+        :meth:`ready_info`): the foreground CLI prints its "ready" line from it. ``window``
+        makes ragd's window (``ragd.daemon.web.server.WebServer``: given, as the window
+        imports the daemon's handlers); without it the daemon serves with no window."""
         self.paths = paths
         self.config = config
         from ragd.daemon.runtime.power import power_gate
@@ -116,6 +122,7 @@ class Daemon:
         self._last_event = 0.0
         self.on_demand: Any = None  # a client's conversions: open before the model (0032)
         self.writer_waits = WriterWaits()  # requests that wait for the writer (0043)
+        self._window = window
         self.web: Any = None  # ragd's window (decision 0053)
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -167,12 +174,10 @@ class Daemon:
 
     async def _start_window(self) -> Any:
         """ragd's own window on loopback (decision 0053); a daemon without it still serves."""
-        if not self.config.daemon.window:
+        if self._window is None or not self.config.daemon.window:
             return None
-        from ragd.daemon.web.server import WebServer
-
         try:
-            web = WebServer(self, asyncio.get_running_loop())
+            web = self._window(self, asyncio.get_running_loop())
             await asyncio.to_thread(web.start)
         except Exception:
             log.exception("ragd's window could not start; search over MCP and the CLI go on")
@@ -255,7 +260,7 @@ class Daemon:
             if warm_up is not None:
                 # The batch session's thread pool is made here: on a lowered thread, so that
                 # its threads run bulk embedding at low priority too (decision 0044).
-                from ragd.daemon.runtime.priority import run_lowered
+                from ragd.daemon.priority import run_lowered
 
                 run_lowered(warm_up, name="ragd-model")
             # And the query path, at the user's priority, before "ready": the first search
@@ -359,7 +364,7 @@ class Daemon:
         # every collection takes turns, explicit or not (decision 0022).
         app.indexer.urgency = backlog.BULK if job.bulk else backlog.URGENT
         if job.bulk != self._writer_bulk:  # a save at normal priority, bulk work low (0044)
-            from ragd.daemon.runtime.priority import bulk_mode
+            from ragd.daemon.priority import bulk_mode
 
             self._writer_bulk = job.bulk
             bulk_mode(job.bulk)

@@ -20,9 +20,10 @@ from ragd.daemon.convert.formats import page_number
 from ragd.daemon.embed.embedding import Embedder
 from ragd.daemon.errors import InvalidArgument
 from ragd.daemon.ipc.protocol import parse_searches
+from ragd.daemon.models import Filters
 from ragd.daemon.search.boilerplate import legs_without_boilerplate, without_boilerplate
 from ragd.daemon.search.codeorder import asked, implementation_first, role
-from ragd.daemon.search.filters import COLLECTION_TYPES, MODES, Filters, system_family, to_sql
+from ragd.daemon.search.filters import COLLECTION_TYPES, MODES, system_family, to_sql
 from ragd.daemon.search.fusion import (
     Fused,
     best_per_note,

@@ -1,35 +1,20 @@
-"""Search filters, validated once and translated for each leg (SQL for FAISS, Whoosh query)."""
+"""Search filters, validated once and translated for each leg (SQL for FAISS, Whoosh query).
+
+``Filters`` itself is in ``ragd.daemon.models``: the keyword stores apply it too, and they sit
+below search.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ragd.daemon.errors import InvalidArgument
+from ragd.daemon.models import Filters
 
 MODES = ("hybrid", "keyword", "semantic")
 COLLECTION_TYPES = ("system", "code", "project")
-
-
-@dataclass(frozen=True)
-class Filters:
-    collections: tuple[str, ...] | None = None  # resolved collection names; None = all
-    source_type: str | None = None
-    date_from: int | None = None  # YYYYMMDD, inclusive
-    date_to: int | None = None
-    folder: str | None = None  # relative folder; matches everything below it
-    tags: tuple[str, ...] = ()  # all must match; a parent tag matches nested ones
-    sender: str | None = None  # case-insensitive substring
-    author: str | None = None
-
-    @property
-    def active(self) -> bool:
-        return any((self.collections is not None, self.source_type, self.date_from,
-                    self.date_to, self.folder, self.tags, self.sender, self.author))
-
-
 SYSTEM_FAMILIES = ("obsidian", "email", "calibre", "rss")
 
 

@@ -8,8 +8,9 @@ from typing import Any
 from ragd.daemon.convert.formats import FORMATS
 from ragd.daemon.errors import InvalidArgument
 from ragd.daemon.ipc.protocol import parse_searches
+from ragd.daemon.models import Filters
 from ragd.daemon.search.engine import SearchEngine, SearchRequest, SubQuery
-from ragd.daemon.search.filters import Filters, clean_folder, parse_date
+from ragd.daemon.search.filters import clean_folder, parse_date
 
 # Every source_type a source can have: the document formats' and those of the other kinds
 # (mail, code symbols, commits, feed entries and OPML subscriptions).

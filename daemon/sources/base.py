@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ragd.daemon.models import Document, Skip
+from ragd.daemon.sources.entry import Entry
 from ragd.daemon.sources.files import WalkResult, read_bytes, sha256_inside, walk_vault
 from ragd.daemon.sources.vault import obsidian_uri, parse_note
 
@@ -28,25 +28,6 @@ class SourceKind(Protocol):
     def uri(self, root: Path, rel: str) -> str: ...
 
     def max_bytes(self, rel: str, default: int) -> int: ...
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One document found in a container (decision 0015).
-
-    ``key`` is its lasting identity (a Message-ID), ``locator`` where it is in the container
-    (an mbox byte offset; "" for a one-document file), ``content_hash`` what decides whether it
-    changed. ``load`` builds the ``Document`` (or says why not) and is called only for new and
-    changed documents: converting attachments costs more than reading. ``location`` is the
-    metadata that depends on where it was found (its folder), refreshed on a move.
-    """
-
-    key: str
-    locator: str
-    content_hash: str
-    end: int  # the byte offset just after it in its container
-    load: Callable[[], Document | Skip]
-    location: dict[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -10,7 +10,7 @@ so an edit that leaves the text alone re-embeds nothing but the small properties
 
 Nothing of a book is parsed here (decision 0025): its file, converted by ``ebook-convert`` when
 ragd cannot read its format, becomes chapters in the conversion worker
-(``ragd.daemon.sources.calibrebook``), and its HTML description becomes text there too, bounded.
+(``ragd.daemon.convert.calibrebook``), and its HTML description becomes text there too, bounded.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragd.daemon.convert.bounds import TRUNCATED, cut, text_budget
+from ragd.daemon.convert.calibrebook import book_format
 from ragd.daemon.convert.formats import Format, format_for
 from ragd.daemon.convert.htmltext import html_text
 from ragd.daemon.models import Document, FileState, Skip
-from ragd.daemon.sources.base import Entry
-from ragd.daemon.sources.calibrebook import book_format
 from ragd.daemon.sources.calibredb import Book, book_uri, pub_day, read_library, timestamp_ns
 from ragd.daemon.sources.containment import open_inside
+from ragd.daemon.sources.entry import Entry
 from ragd.daemon.sources.files import WalkResult, read_bytes
 from ragd.daemon.sources.mailkind import cut_text_bytes
 

@@ -36,7 +36,7 @@ from typing import Any
 from ragd.daemon.errors import Interrupted, TooManyFiles
 from ragd.daemon.models import Document, FileState, Skip
 from ragd.daemon.settings.codegroups import CodeConfig
-from ragd.daemon.sources.base import Entry
+from ragd.daemon.sources.entry import Entry
 from ragd.daemon.sources.files import WalkResult, read_bytes, walk_vault
 from ragd.daemon.sources.gitlog import (
     Commit,

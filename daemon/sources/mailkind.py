@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ragd.daemon.convert.bounds import cut
 from ragd.daemon.convert.htmltext import html_text
 from ragd.daemon.models import Document, FileState, Skip
-from ragd.daemon.sources.base import Entry
+from ragd.daemon.sources.entry import Entry
 from ragd.daemon.sources.files import WalkResult, read_bytes
 from ragd.daemon.sources.mail import MAX_BODY_CHARS, MailMessage, parse_message, with_body
 from ragd.daemon.sources.mailbox import (

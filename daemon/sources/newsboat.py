@@ -21,10 +21,10 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ragd.daemon.convert.feedparse import MAX_CONTENT_CHARS
 from ragd.daemon.errors import RagdError
 from ragd.daemon.models import Skip
 from ragd.daemon.sources.containment import resolve_inside
-from ragd.daemon.sources.feedparse import MAX_CONTENT_CHARS
 
 BUSY_TIMEOUT_S = 1.0
 ATTEMPTS = 3

@@ -11,7 +11,7 @@ end of a saved feed stays (``keeps_lost``): the file is a window on the feed, an
 history is what people search. A reader's store is the reader's own history: what it drops is
 dropped.
 
-The feed is parsed in the conversion worker (``ragd.daemon.sources.feedparse``), bounded by its time
+The feed is parsed in the conversion worker (``ragd.daemon.convert.feedparse``), bounded by its time
 and memory limits and by ``[rss] max_entries``; an entry's HTML becomes text there too, only
 when the entry is new or changed (``mail_html``, decision 0025).
 """
@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragd.daemon.convert.bounds import cut
-from ragd.daemon.convert.converters import ConvertSkip
+from ragd.daemon.convert.converted import ConvertSkip
+from ragd.daemon.convert.feedparse import DEFAULT_MAX_ENTRIES, TRUNCATED, feed_format, parse_feed
 from ragd.daemon.convert.htmltext import html_text
 from ragd.daemon.models import Document, Skip
 from ragd.daemon.settings.feedreaders import READER_DBS
-from ragd.daemon.sources.base import Entry
-from ragd.daemon.sources.feedparse import DEFAULT_MAX_ENTRIES, TRUNCATED, feed_format, parse_feed
+from ragd.daemon.sources.entry import Entry
 from ragd.daemon.sources.files import WalkResult, read_bytes, walk_vault
 from ragd.daemon.sources.mailkind import plain_text_body
 from ragd.daemon.sources.newsboat import Article, read_articles, read_content

@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ragd.daemon.concepts.categories import Category
 from ragd.daemon.stores.sqlite_base import LockedConnection
 
 SCHEMA = """
@@ -88,6 +87,18 @@ def blob(v: np.ndarray) -> bytes:
 
 def unblob(b: bytes) -> np.ndarray:
     return np.frombuffer(b, dtype=np.float32)
+
+
+@dataclass
+class Category:
+    """A cluster of documents: a stable id, a name, aliases, members (source keys)."""
+
+    id: str
+    name: str
+    aliases: list[str]
+    members: list[str]
+    concepts: list[str] = field(default_factory=list)  # distinctive concept keys, best first
+    parent: str | None = None  # the broader category's id (None at the top)
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ragd.daemon.search.filters import Filters
-from ragd.daemon.stores import IndexStore, read_json, write_json_atomic
+from ragd.daemon.models import Filters
 from ragd.daemon.stores.catalog import Catalog, ChunkRow
+from ragd.daemon.stores.keyword_fields import (
+    KEYWORD_ROLE,
+    ancestors,
+    combined_text,
+    people,
+    tag_ancestors,
+)
+from ragd.daemon.stores.projection import IndexStore, read_json, write_json_atomic
 from ragd.daemon.stores.whoosh_postings import Postings, PostingsCache
 from ragd.daemon.text import cjk
 
@@ -35,9 +42,6 @@ log = logging.getLogger(__name__)
 # 4: segments are written as separate files, not one compound file (decision 0019).
 # 5: CJK runs as character bigrams (+ unigrams), daemon/text/cjk.py (decision 0021).
 SCHEMA_VERSION = "5"
-# The keyword index's name in `ragd index --rebuild keyword`, status and consistency
-# checks, whichever backend serves it.
-KEYWORD_ROLE = "keyword"
 KEYWORD_BACKENDS = ("whoosh", "tantivy")
 BACKEND_META = "keyword_backend"  # catalog meta: the backend that last served the journal
 FILTER_CACHE = 16  # filter id sets kept per searcher
@@ -70,11 +74,6 @@ class KeywordStore(IndexStore, Protocol):
         ...
 
 
-def combined_text(row: ChunkRow) -> str:
-    """What the keyword index sees of a chunk: its note's title, its headings, its text."""
-    return "\n".join(p for p in (row.title, " ".join(row.heading_path), row.text) if p)
-
-
 def _analyzer():  # type: ignore[no-untyped-def]
     from whoosh.analysis import StemmingAnalyzer
     from whoosh.lang.porter2 import stem
@@ -100,28 +99,6 @@ def _schema():  # type: ignore[no-untyped-def]
         sender=ID,
         author=ID,
     )
-
-
-def ancestors(path: str) -> list[str]:
-    """'a/b/c.md' -> ['a', 'a/b']: every folder a path lies under."""
-    parts = path.split("/")[:-1]
-    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
-
-
-def tag_ancestors(tags: Sequence[str]) -> list[str]:
-    """Nested tags match their parents, as in Obsidian: 'a/b' is also 'a'."""
-    out: set[str] = set()
-    for t in tags:
-        parts = t.split("/")
-        out.update("/".join(parts[: i + 1]) for i in range(len(parts)))
-    return sorted(out)
-
-
-def people(meta: Mapping[str, Any], key: str) -> str:
-    value = meta.get(key)
-    if isinstance(value, list):
-        value = "; ".join(str(v) for v in value)
-    return str(value).lower() if value else ""
 
 
 def document_fields(row: ChunkRow) -> dict[str, Any]:

@@ -19,16 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from ragd.daemon.search.filters import Filters
-from ragd.daemon.stores import read_json, write_json_atomic
+from ragd.daemon.models import Filters
 from ragd.daemon.stores.catalog import ChunkRow
-from ragd.daemon.stores.fulltext import (
+from ragd.daemon.stores.keyword_fields import (
     KEYWORD_ROLE,
     ancestors,
     combined_text,
     people,
     tag_ancestors,
 )
+from ragd.daemon.stores.projection import read_json, write_json_atomic
 from ragd.daemon.text import cjk
 
 log = logging.getLogger(__name__)

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from ragd.daemon.stores import fsync_dir, read_json, write_json_atomic
 from ragd.daemon.stores.catalog import ChunkRow
+from ragd.daemon.stores.projection import fsync_dir, read_json, write_json_atomic
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragd.daemon.errors import InvalidArgument, NotFound, PathRefused
 from ragd.daemon.ipc import protocol as p
-from ragd.daemon.runtime.handlers import HANDLERS
+from ragd.daemon.runtime.methods import HANDLERS
 from ragd.daemon.runtime.scheduler import EXPLICIT, Job
 from ragd.daemon.skips import describe
 

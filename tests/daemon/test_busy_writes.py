@@ -18,7 +18,7 @@ from vault_fixtures import write_vault
 
 from ragd.daemon.errors import RagdError, WriterBusy
 from ragd.daemon.ipc.discovery import find_daemon
-from ragd.daemon.runtime.handlers import BUSY_AFTER_S, RETRY_AFTER_S, WRITE_WAITERS
+from ragd.daemon.runtime.writer_waits import BUSY_AFTER_S, RETRY_AFTER_S, WRITE_WAITERS
 from ragd.daemon.settings.paths import resolve_paths
 
 pytestmark = pytest.mark.slow

@@ -15,9 +15,9 @@ from calibre_fixtures import add_book, calibredb, epub_bytes, locked_edit, needs
 from document_fixtures import pdf_bytes
 
 from ragd.daemon.indexer import pipeline
+from ragd.daemon.models import Filters
 from ragd.daemon.runtime.app import App
 from ragd.daemon.search.engine import SearchRequest
-from ragd.daemon.search.filters import Filters
 from ragd.daemon.settings.config import load_config
 from ragd.daemon.settings.paths import resolve_paths
 from ragd.daemon.sources.calibredb import LibraryBusy

@@ -16,12 +16,12 @@ import platformdirs
 import pytest
 
 from ragd.daemon.convert.docstore import DocStore
-from ragd.daemon.convert.documents import ConversionFailed, convert_file
 from ragd.daemon.errors import InvalidArgument, PathRefused
 from ragd.daemon.ipc import client as ipc_client
 from ragd.daemon.ipc import protocol as p
 from ragd.daemon.models import Skip
 from ragd.daemon.settings.policy import Reach, allow_folders, check_root, convert_target
+from ragd.daemon.sources.on_request import ConversionFailed, convert_file
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="builds POSIX links, FIFOs, sockets")
 

@@ -15,9 +15,9 @@ from mail_fixtures import deliver, maildir, mark_seen, mbox_bytes, message
 
 from ragd.daemon.errors import Interrupted
 from ragd.daemon.indexer import container_sync, pipeline
+from ragd.daemon.models import Filters
 from ragd.daemon.runtime.app import App
 from ragd.daemon.search.engine import SearchRequest
-from ragd.daemon.search.filters import Filters
 from ragd.daemon.settings.config import load_config
 from ragd.daemon.settings.paths import resolve_paths
 

@@ -13,9 +13,9 @@ import pytest
 from conftest import corpus_path
 
 from ragd.daemon.convert.markdown import html_to_text as _html_to_text
+from ragd.daemon.models import Filters
 from ragd.daemon.runtime.app import App
 from ragd.daemon.search.engine import SearchRequest
-from ragd.daemon.search.filters import Filters
 from ragd.daemon.settings.config import load_config
 from ragd.daemon.settings.paths import resolve_paths
 from ragd.daemon.sources.files import read_bytes

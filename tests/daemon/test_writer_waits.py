@@ -13,8 +13,8 @@ import pytest
 
 from ragd.daemon.errors import Interrupted, WriterBusy
 from ragd.daemon.ipc import protocol as p
-from ragd.daemon.runtime.handlers import WriterWaits
 from ragd.daemon.runtime.scheduler import EXPLICIT, Job, JobQueue
+from ragd.daemon.runtime.writer_waits import WriterWaits
 
 
 @dataclass

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from document_fixtures import CSV, GOOD, HTML, LATEX, broken, epub_bytes, pdf_bytes
 
-from ragd.daemon.convert.converters import Converted, ConvertSkip, convert
+from ragd.daemon.convert.converted import Converted, ConvertSkip
+from ragd.daemon.convert.converters import convert
 from ragd.daemon.convert.formats import FORMATS, format_for, page_number
 from ragd.daemon.convert.markdown import html_to_markdown, html_to_text, md_table, plain_text
 from ragd.daemon.skips import SKIP_CODES
@@ -158,7 +159,7 @@ def test_a_zip_bomb_is_refused_before_it_is_expanded(monkeypatch: pytest.MonkeyP
     import io
     import zipfile
 
-    monkeypatch.setattr("ragd.daemon.convert.converters.MAX_UNZIPPED_BYTES", 1 << 20)
+    monkeypatch.setattr("ragd.daemon.convert.converted.MAX_UNZIPPED_BYTES", 1 << 20)
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("word/document.xml", b"\x00" * (2 << 20))

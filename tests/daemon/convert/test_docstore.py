@@ -9,10 +9,11 @@ import pytest
 from document_fixtures import pdf_bytes
 
 from ragd.daemon.convert.docstore import DocStore
-from ragd.daemon.convert.documents import ConversionFailed, convert_file, parse_document
+from ragd.daemon.convert.documents import parse_document
 from ragd.daemon.convert.formats import FORMATS, Format
 from ragd.daemon.errors import InvalidArgument
 from ragd.daemon.models import Document, Skip
+from ragd.daemon.sources.on_request import ConversionFailed, convert_file
 
 
 class CountingConverter:

@@ -14,10 +14,9 @@ from conftest import corpus_path
 from document_fixtures import pdf_bytes, write_all
 
 from ragd.daemon.convert.formats import format_for
-from ragd.daemon.models import Skip
+from ragd.daemon.models import Filters, Skip
 from ragd.daemon.runtime.app import App
 from ragd.daemon.search.engine import SearchRequest
-from ragd.daemon.search.filters import Filters
 from ragd.daemon.settings.config import load_config
 from ragd.daemon.settings.paths import resolve_paths
 

@@ -11,7 +11,8 @@ import pytest
 from scan_fixtures import SCANNED_PAGES, mixed_pdf, need_tesseract, scanned_pdf
 
 from ragd.daemon.convert import pdf_ocr
-from ragd.daemon.convert.converters import ConvertSkip, convert
+from ragd.daemon.convert.converted import ConvertSkip
+from ragd.daemon.convert.converters import convert
 from ragd.daemon.convert.docstore import DocStore
 from ragd.daemon.convert.formats import FORMATS, PdfOcr
 from ragd.daemon.models import Skip
@@ -278,7 +279,7 @@ def test_200_dpi_reads_small_print() -> None:
     import pypdfium2 as pdfium
     from scan_fixtures import small_print_scan
 
-    from ragd.daemon.convert.converters import ocr_text
+    from ragd.daemon.convert.ocr import ocr_text
 
     exe = need_tesseract()
     read: dict[tuple[int, int], float] = {}

@@ -16,9 +16,9 @@ import pytest
 from document_fixtures import GOOD, pdf_bytes
 
 from ragd.daemon.convert.docstore import DocStore
-from ragd.daemon.convert.documents import convert_file
 from ragd.daemon.convert.process import ConversionWorker
 from ragd.daemon.models import Skip
+from ragd.daemon.sources.on_request import convert_file
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +41,7 @@ def test_every_format_converts_in_one_worker(worker: ConversionWorker) -> None:
 
 def test_the_daemon_never_imports_a_converter_library() -> None:
     code = ("import sys, ragd.daemon.runtime.app, ragd.daemon.runtime.service, ragd.daemon.convert.documents, "
-            "ragd.daemon.convert.process, ragd.daemon.runtime.handlers\n"
+            "ragd.daemon.convert.process, ragd.daemon.runtime.methods\n"
             "heavy = {'pypdfium2', 'docx', 'pptx', 'openpyxl', 'lxml', 'PIL', "
             "'html_to_markdown', 'pylatexenc'}\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))")

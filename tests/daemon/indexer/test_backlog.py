@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 
 from ragd.daemon.indexer.pipeline import Indexer
-from ragd.daemon.models import ChunkDraft
-from ragd.daemon.search.filters import Filters
+from ragd.daemon.models import ChunkDraft, Filters
 from ragd.daemon.sources.base import kind_for
 from ragd.daemon.stores import backlog
 from ragd.daemon.stores.catalog import Catalog, SourceUpdate, text_hash

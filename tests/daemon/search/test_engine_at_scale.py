@@ -20,10 +20,9 @@ import numpy as np
 import pytest
 
 import ragd.daemon.search.engine as engine_module
-from ragd.daemon.models import ChunkDraft
+from ragd.daemon.models import ChunkDraft, Filters
 from ragd.daemon.runtime.app import App
 from ragd.daemon.search.engine import SearchRequest
-from ragd.daemon.search.filters import Filters
 from ragd.daemon.settings.config import load_config
 from ragd.daemon.settings.paths import resolve_paths
 from ragd.daemon.stores.catalog import SourceUpdate, text_hash

@@ -3,7 +3,8 @@ import sqlite3
 import pytest
 
 from ragd.daemon.errors import InvalidArgument
-from ragd.daemon.search.filters import Filters, clean_folder, parse_date, to_sql, to_whoosh
+from ragd.daemon.models import Filters
+from ragd.daemon.search.filters import clean_folder, parse_date, to_sql, to_whoosh
 
 
 def test_parse_date_accepts_iso_and_names_the_parameter() -> None:

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from ragd.daemon.models import Filters
 from ragd.daemon.runtime.app import App
 from ragd.daemon.search import engine as engine_module
 from ragd.daemon.search.engine import SearchEngine, SearchRequest
-from ragd.daemon.search.filters import Filters
 from tests.daemon.search.synced_app import synced_app
 
 pytestmark = pytest.mark.slow

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ragd.daemon.models import Filters
 from ragd.daemon.search.engine import MAX_QUERY_TERMS, MAX_QUOTED, SearchEngine
-from ragd.daemon.search.filters import Filters
 
 
 class Recorder:

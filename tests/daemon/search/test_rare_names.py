@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from concept_fixtures import book_text, write_epub
 
+from ragd.daemon.models import Filters
 from ragd.daemon.runtime.app import App
 from ragd.daemon.search.engine import SearchRequest
-from ragd.daemon.search.filters import Filters
 from tests.daemon.search.synced_app import synced_app
 
 pytestmark = pytest.mark.slow

@@ -12,8 +12,8 @@ import pytest
 from ragd.daemon.cli.main import build_parser, search_params
 from ragd.daemon.errors import InvalidArgument
 from ragd.daemon.ipc.protocol import MAX_QUERY_CHARS, MAX_SEARCHES, parse_searches
+from ragd.daemon.models import Filters
 from ragd.daemon.search.engine import SearchEngine, SearchRequest, SubQuery, validate
-from ragd.daemon.search.filters import Filters
 from ragd.daemon.search.fusion import merge_hits
 from ragd.daemon.search.params import build_request
 

@@ -16,8 +16,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from ragd.daemon.models import Filters
 from ragd.daemon.search.engine import SearchEngine
-from ragd.daemon.search.filters import Filters
 from ragd.daemon.stores.catalog import ChunkRow
 from ragd.daemon.stores.vectors import SCAN_BUDGET, FaissStore, nprobe_for
 

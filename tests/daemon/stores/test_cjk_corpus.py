@@ -14,7 +14,7 @@ import pytest
 from chunk_fixtures import row
 from conftest import corpus_path
 
-from ragd.daemon.search.filters import Filters
+from ragd.daemon.models import Filters
 from ragd.daemon.stores.catalog import ChunkRow
 from ragd.daemon.stores.fulltext import KeywordStore, WhooshStore, combined_text
 from ragd.daemon.stores.tantivy_store import TantivyStore

@@ -15,19 +15,18 @@ from typing import Any
 import pytest
 from chunk_fixtures import row
 
-from ragd.daemon.search.filters import Filters
+from ragd.daemon.models import Filters
 from ragd.daemon.stores import fulltext
 from ragd.daemon.stores.catalog import Catalog
 from ragd.daemon.stores.fulltext import (
     BACKEND_META,
     KeywordStore,
     WhooshStore,
-    ancestors,
     document_fields,
     open_keyword_store,
     record_backend,
-    tag_ancestors,
 )
+from ragd.daemon.stores.keyword_fields import ancestors, tag_ancestors
 from ragd.daemon.stores.tantivy_store import TantivyStore
 
 BACKENDS = ("whoosh", "tantivy")

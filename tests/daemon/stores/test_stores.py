@@ -48,7 +48,7 @@ def test_faiss_persists_mark_after_data_and_detects_other_fingerprint(tmp_path: 
 
 
 def test_index_names_take_the_role_and_the_backend_names() -> None:
-    from ragd.daemon.stores import index_names
+    from ragd.daemon.stores.projection import index_names
 
     assert index_names("all") == ["faiss", "keyword"]
     assert index_names("keyword") == index_names("whoosh") == index_names("tantivy") == ["keyword"]

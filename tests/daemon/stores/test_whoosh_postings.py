@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from chunk_fixtures import row
 
-from ragd.daemon.search.filters import Filters
+from ragd.daemon.models import Filters
 from ragd.daemon.stores.fulltext import WhooshStore
 from ragd.daemon.stores.whoosh_postings import Postings, PostingsCache
 

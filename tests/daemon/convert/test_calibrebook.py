@@ -14,8 +14,9 @@ import pytest
 from calibre_fixtures import epub_bytes, odt_bytes, repeated_spine_epub
 
 from ragd.daemon.convert.bounds import TRUNCATED, text_budget
-from ragd.daemon.convert.converters import ConvertSkip, convert
-from ragd.daemon.sources.calibrebook import book_format, convert_chapters, is_book_format
+from ragd.daemon.convert.calibrebook import book_format, convert_chapters, is_book_format
+from ragd.daemon.convert.converted import ConvertSkip
+from ragd.daemon.convert.converters import convert
 
 
 def test_chapters_are_numbered_and_their_headings_moved_down() -> None:

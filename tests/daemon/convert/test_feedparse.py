@@ -9,8 +9,9 @@ import tracemalloc
 import pytest
 from feed_fixtures import Item, json_feed_bytes, rss_bytes
 
-from ragd.daemon.convert.converters import ConvertSkip, convert
-from ragd.daemon.sources.feedparse import MAX_CONTENT_CHARS, feed_format, parse_feed
+from ragd.daemon.convert.converted import ConvertSkip
+from ragd.daemon.convert.converters import convert
+from ragd.daemon.convert.feedparse import MAX_CONTENT_CHARS, feed_format, parse_feed
 
 LEVELS = "".join(f'<!ENTITY e{i} "{("&e" + str(i - 1) + ";") * 10}">' for i in range(1, 10))
 BOMB = (f'<?xml version="1.0"?><!DOCTYPE rss [<!ENTITY e0 "lol">{LEVELS}]>'

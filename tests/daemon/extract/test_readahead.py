@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from ragd.daemon.errors import Interrupted
-from ragd.daemon.indexer.readahead import EntryStream, Loader, ReadAhead
+from ragd.daemon.extract.readahead import EntryStream, Loader, ReadAhead
 from ragd.daemon.models import FileState
-from ragd.daemon.sources.base import Entry
+from ragd.daemon.sources.entry import Entry
 
 
 def test_items_come_in_order_and_the_next_one_is_already_loading() -> None:

@@ -24,14 +24,12 @@ import tempfile
 import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote
 
 from ragd.daemon.convert.bounds import TRUNCATED, text_budget
+from ragd.daemon.convert.converted import Converted, ConvertSkip, decode, open_zip
 from ragd.daemon.convert.formats import Format
-
-if TYPE_CHECKING:
-    from ragd.daemon.convert.converters import Converted
 
 CHAPTER_HEADING = "Chapter {n}"
 BOOK_PREFIX = "calibre-"  # the worker's formats: calibre-epub, calibre-odt, calibre-mobi, ...
@@ -80,7 +78,6 @@ def convert_chapters(data: bytes, *, budget: int | None = None) -> Converted:
     most ``budget`` characters (the EPUB's own budget by default). An EPUB with no readable
     package file is converted as the doc store converts any EPUB."""
     from ragd.daemon.convert.books import _encrypted, convert_epub
-    from ragd.daemon.convert.converters import Converted, ConvertSkip, decode, open_zip
     from ragd.daemon.convert.markdown import html_to_markdown
 
     zf = open_zip(data, "EPUB")
@@ -142,7 +139,6 @@ def _through_ebook_convert(data: bytes, suffix: str) -> Converted:
     the worker's child: the worker's memory limit applies to it, and it dies with the worker
     (which the daemon kills at the conversion time limit)."""
     from ragd.daemon.convert import books
-    from ragd.daemon.convert.converters import Converted, ConvertSkip
 
     if suffix in _KINDLE and books.mobi_encryption(data):
         raise ConvertSkip("encrypted", "the book is DRM-protected (Kindle encryption)")

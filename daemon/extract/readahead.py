@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from ragd.daemon.errors import Interrupted
 from ragd.daemon.models import FileState
-from ragd.daemon.sources.base import Entry
+from ragd.daemon.sources.entry import Entry
 
 T = TypeVar("T")
 S = TypeVar("S")

@@ -21,7 +21,7 @@ import json
 import re
 from typing import Any
 
-from ragd.daemon.convert.converters import Converted, ConvertSkip
+from ragd.daemon.convert.converted import Converted, ConvertSkip
 
 FEED_FORMAT = "feed"  # the worker's format: "feed:<max entries>"
 DEFAULT_MAX_ENTRIES = 10_000

@@ -480,8 +480,22 @@ def test_partial_results_while_a_large_index_runs_and_the_handshake_stays_fast(
                 async with stdio_client(floor, errlog=errlog) as (read, write), \
                         ClientSession(read, write) as minimal:
                     await minimal.initialize()
+                    t1 = time.perf_counter()
                     await minimal.list_tools()
+                    out["floor_list_s"] = time.perf_counter() - t1
                     out["floor_s"] = time.perf_counter() - t0
+            if ok(out["index"]).get("queued"):
+                # On a loaded machine the index outlasts the 5 s an admin tool waits (decision
+                # 0050) and goes on: wait for it as a client would, by rag_search's indexing.
+                with anyio.fail_after(500):
+                    while True:
+                        probe = ok(await session.call_tool(
+                            "rag_search", {"query": "wombat burrows", "collection": "bulk"}))
+                        if probe["indexing"] in (None, {"active": False, "remaining": 0}):
+                            break
+                        await anyio.sleep(0.5)
+                out["info"] = ok(await session.call_tool("rag_collection_info",
+                                                         {"collection": "bulk"}))
             out["after"] = ok(await session.call_tool(
                 "rag_search", {"query": "wombat burrows", "collection": "bulk"}))
         return out
@@ -491,11 +505,17 @@ def test_partial_results_while_a_large_index_runs_and_the_handshake_stays_fast(
           f"tools/list: ragd-mcp {out['cold_s']:.2f} s, the SDK's smallest server "
           f"{out['floor_s']:.2f} s")
     assert out["busy"]["indexing"]["active"] is True
-    assert out["list_s"] < 0.5
-    # A loaded machine slows both alike; a bridge that waited for the daemon would not be close.
+    # A loaded machine slows the bridge and the SDK's smallest server alike; a bridge that
+    # waited for the busy daemon would not be close to either.
+    assert out["list_s"] < max(0.5, 10 * out["floor_list_s"])
     assert out["cold_s"] < max(3.0, 2 * out["floor_s"])
-    assert ok(out["index"]) == {"collection": "bulk", "indexed": 300, "skipped": 0,
-                                "errors": 0, "total_found": 300}
+    index = ok(out["index"])
+    if index.get("queued"):  # answered at 5 s, the work went on (decision 0050)
+        assert index["collection"] == "bulk" and index["follow"], index
+        assert out["info"]["source_count"] == 300, out["info"]
+    else:
+        assert index == {"collection": "bulk", "indexed": 300, "skipped": 0, "errors": 0,
+                         "total_found": 300}
     assert progress and progress == sorted(progress) and len(set(progress)) == len(progress)
     assert out["after"]["indexing"] in (None, {"active": False, "remaining": 0})
     assert len(out["after"]["results"]) == 10

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ def shared_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(autouse=True)
 def ragd_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
-              shared_models: Path) -> Path:
+              shared_models: Path) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("ragd-home")
     (home / "data").mkdir(mode=0o700)
     (home / "data" / "models").symlink_to(shared_models, target_is_directory=True)
@@ -28,7 +29,42 @@ def ragd_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
     for key in list(os.environ):
         if key.startswith("RAGD_") and key not in ("RAGD_HOME", "RAGD_CORPUS"):
             monkeypatch.delenv(key)
-    return home
+    yield home
+    stop_left_daemon(home)
+
+
+def _running_in(pid: int, home: Path) -> bool:
+    """Whether ``pid`` is a live (not zombie) process with this RAGD_HOME (Linux's /proc)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except (OSError, IndexError):
+        return False
+    return state != "Z" and f"RAGD_HOME={home}".encode() in environ
+
+
+def stop_left_daemon(home: Path) -> None:
+    """Stop a daemon that a test's bridge or CLI started in ``home`` and left running (an MCP
+    client's first call starts one): none outlives its test to take the next ones' CPU. The
+    status file names it; its environment must name this home (a pid may have been reused)."""
+    import signal
+    import time
+
+    from ragd.daemon.settings.paths import resolve_paths
+
+    try:
+        pid = int(json.loads(resolve_paths({"RAGD_HOME": str(home)}).status_file
+                             .read_text(encoding="utf-8"))["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if not _running_in(pid, home):
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    while _running_in(pid, home) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _running_in(pid, home):
+        os.kill(pid, signal.SIGKILL)
 
 
 def corpus_path(*parts: str) -> Path:
